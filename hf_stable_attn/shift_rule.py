@@ -103,18 +103,17 @@ def shift_params(
 def row_shift(m1: torch.Tensor, m2: torch.Tensor, params: ShiftParams) -> torch.Tensor:
     """The shift for rows with running top-2 scores ``m1 >= m2`` (fp32, any shape).
 
-    Rows with no visible key (``m1 == -inf``) get 0 so that ``exp(S - shift)`` is 0, not NaN.
+    Rows with no visible key yet (``m1 == -inf``) keep ``-inf``; callers mask those entries.
     """
-    finite = m1 > float("-inf")
-    base = torch.where(finite, m1, torch.zeros_like(m1))
     if not params.stabilize:
-        return base
+        return m1
+    finite = m1 > float("-inf")
     tied = finite & (m2 > float("-inf")) & (m1 - m2 <= params.tie_window)
     if params.shift_single:
         tied = finite
     target = torch.where(m1 > 0, params.beta * m1, torch.zeros_like(m1))
     gap = (target - m1).clamp(params.min_gap, params.max_gap)
-    return torch.where(tied, base + gap, base)
+    return torch.where(tied, m1 + gap, m1)
 
 
 def merge_top2(

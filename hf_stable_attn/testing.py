@@ -1,0 +1,93 @@
+"""Test helpers: a plain attention oracle and the flash-attention error rule.
+
+``attention_oracle`` materializes the full score matrix, in float64 (the ground truth) or in the
+inputs' own dtype (the "same math in plain PyTorch" whose error the rule compares against).
+``check_flash_rule`` is flash-attention's acceptance test: the implementation's error against the
+float64 oracle may be at most ``factor`` times the plain-PyTorch error, plus a small slack.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .dropout import keep_mask
+
+
+def _dense(x: torch.Tensor, cu: torch.Tensor | None, max_len: int | None):
+    """Packed (T, H, D) -> padded (N, max_len, H, D) and a validity mask (N, max_len)."""
+    if cu is None:
+        return x, torch.ones(x.shape[0], x.shape[1], dtype=torch.bool, device=x.device)
+    lens = (cu[1:] - cu[:-1]).long()
+    pos = torch.arange(max_len, device=x.device)
+    valid = pos[None] < lens[:, None]
+    out = x.new_zeros(lens.numel(), max_len, *x.shape[1:])
+    out[valid] = x[: int(cu[-1])]
+    return out, valid
+
+
+def attention_oracle(
+    q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None,
+    softmax_scale=None, causal=False, window_left=-1, window_right=-1, softcap=0.0,
+    dropout_p=0.0, seed=0, compute_dtype=torch.float64,
+):
+    """Standard attention ``softmax(mask(S)) V`` on the full matrix, in ``compute_dtype``.
+
+    Same arguments and layouts as ``hf_stable_attn.reference.reference_forward``; differentiable
+    with respect to q, k, v. Returns ``out`` in ``compute_dtype``, rows that see no key are 0.
+    """
+    qd, valid_q = _dense(q, cu_seqlens_q, max_seqlen_q)
+    kd, valid_k = _dense(k, cu_seqlens_k, max_seqlen_k)
+    vd, _ = _dense(v, cu_seqlens_k, max_seqlen_k)
+    hq, hk = q.shape[-2], k.shape[-2]
+    qd, kd, vd = (x.to(compute_dtype).transpose(1, 2) for x in (qd, kd, vd))
+    kd = kd.repeat_interleave(hq // hk, dim=1)
+    vd = vd.repeat_interleave(hq // hk, dim=1)
+    scale = softmax_scale if softmax_scale is not None else q.shape[-1] ** -0.5
+    s = torch.matmul(qd, kd.transpose(-1, -2)) * scale
+    if softcap > 0:
+        s = softcap * torch.tanh(s / softcap)
+    lq = valid_q.sum(1).view(-1, 1, 1, 1)
+    lk = valid_k.sum(1).view(-1, 1, 1, 1)
+    i = torch.arange(s.shape[-2], device=q.device).view(1, 1, -1, 1)
+    j = torch.arange(s.shape[-1], device=q.device).view(1, 1, 1, -1)
+    diag = i + lk - lq
+    ok = (i < lq) & (j < lk)
+    right = 0 if causal else window_right
+    if right >= 0:
+        ok = ok & (j <= diag + right)
+    if window_left >= 0:
+        ok = ok & (j >= diag - window_left)
+    s = s.masked_fill(~ok, float("-inf"))
+    p = torch.softmax(s, dim=-1).nan_to_num(0.0)
+    if dropout_p > 0:
+        keep = keep_mask(seed, dropout_p, s.shape[0], hq, s.shape[2], s.shape[3], q.device)
+        p = p * keep.to(p.dtype) / (1.0 - dropout_p)
+    out = torch.matmul(p, vd).transpose(1, 2)
+    if cu_seqlens_q is None:
+        return out
+    packed = out.new_zeros(q.shape[0], *out.shape[2:])
+    packed[: int(cu_seqlens_q[-1])] = out[valid_q]
+    return packed
+
+
+def max_error(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Largest absolute difference, computed in float64; NaN anywhere gives inf."""
+    d = (a.double() - b.double()).abs()
+    if torch.isnan(d).any():
+        return float("inf")
+    return d.max().item() if d.numel() else 0.0
+
+
+def check_flash_rule(name: str, got, plain, exact, factor: float, slack: float = 1e-5) -> None:
+    """Assert ``|got - exact| <= factor * |plain - exact| + slack`` (max norms), no NaN.
+
+    got: the implementation under test; plain: the same math in plain PyTorch in the low dtype;
+    exact: the float64 oracle.
+    """
+    if torch.isnan(got).any():
+        raise AssertionError(f"{name}: NaN in the result")
+    err, base = max_error(got, exact), max_error(plain, exact)
+    if not err <= factor * base + slack:
+        raise AssertionError(
+            f"{name}: error {err:.3e} > {factor} x plain-PyTorch error {base:.3e} + {slack:.0e}"
+        )
