@@ -1,0 +1,125 @@
+"""Pieces the forward and backward kernels share: the shift rule in log2 units, the visibility
+mask, softcap's tanh, dropout's keep mask, and launcher helpers (layouts, autotune configs).
+
+Everything inside a kernel works in base 2: scores ``s = S * log2(e)`` where ``S`` is the scaled
+(and soft-capped) score in natural-log units, so ``exp(S - shift) == exp2(s - shift2)``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+# Triton 3.9's interpreter returns garbage for bf16 tl.dot: cast dot operands to fp32 there.
+INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+# HF_STABLE_ATTN_AUTOTUNE=0 launches one heuristic config per shape (quick compiles, e.g. test sweeps).
+AUTOTUNE = (not INTERPRET) and os.environ.get("HF_STABLE_ATTN_AUTOTUNE", "1") != "0"
+
+LOG2E = 1.4426950408889634
+LN2 = 0.6931471805599453
+
+
+@triton.jit
+def dot(a, b, DOT_FP32: tl.constexpr):
+    """``a @ b`` with fp32 accumulation; fp32 operands under the interpreter."""
+    if DOT_FP32:
+        return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")
+    else:
+        return tl.dot(a, b)
+
+
+@triton.jit
+def tanh(x):
+    """tanh that saturates to +-1 without NaN (no libdevice: the interpreter runs it too)."""
+    return 1.0 - 2.0 / (tl.exp2(x * 2.8853900817779268) + 1.0)
+
+
+@triton.jit
+def row_shift(m1, m2, beta, tie_window, min_gap, max_gap,
+              STABILIZE: tl.constexpr, SHIFT_SINGLE: tl.constexpr):
+    """``shift_rule.row_shift`` for running top-2 ``m1 >= m2`` (BLOCK_M,) in log2 units."""
+    finite = m1 > float("-inf")
+    base = tl.where(finite, m1, 0.0)
+    if STABILIZE:
+        if SHIFT_SINGLE:
+            tied = finite
+        else:
+            tied = finite & (m2 > float("-inf")) & (m1 - m2 <= tie_window)
+        target = tl.where(m1 > 0, beta * m1, 0.0)
+        gap = tl.minimum(tl.maximum(target - m1, min_gap), max_gap)
+        base = tl.where(tied, base + gap, base)
+    return base
+
+
+@triton.jit
+def visible(offs_m, offs_n, seqlen_q, seqlen_k, window_left, window_right,
+            HAS_WL: tl.constexpr, HAS_WR: tl.constexpr):
+    """Bool (BLOCK_M, BLOCK_N): row ``i`` may attend key ``j`` (bottom-right aligned window)."""
+    ok = (offs_m[:, None] < seqlen_q) & (offs_n[None, :] < seqlen_k)
+    diag = offs_m[:, None] + (seqlen_k - seqlen_q)
+    if HAS_WL:
+        ok = ok & (offs_n[None, :] >= diag - window_left)
+    if HAS_WR:
+        ok = ok & (offs_n[None, :] <= diag + window_right)
+    return ok
+
+
+@triton.jit
+def scores(qk, qk_scale, softcap, HAS_SOFTCAP: tl.constexpr):
+    """Raw ``q @ k^T`` (fp32) -> scores in log2 units; ``qk_scale`` already holds log2(e)
+    unless softcap is on (then ``S = c * tanh(qk * scale / c)`` first)."""
+    if HAS_SOFTCAP:
+        return tanh(qk * (qk_scale / softcap)) * (softcap * 1.4426950408889634)
+    else:
+        return qk * qk_scale
+
+
+@triton.jit
+def keep_mask(seed, dropout_p, b, h, num_heads_q, max_seqlen_q, max_seqlen_k, offs_m, offs_n):
+    """Bool (BLOCK_M, BLOCK_N): ``tl.rand(seed, ((b*Hq + h)*max_sq + i)*max_sk + j) >= p``."""
+    row = (b.to(tl.int64) * num_heads_q + h) * max_seqlen_q + offs_m.to(tl.int64)
+    offs = row[:, None] * max_seqlen_k + offs_n.to(tl.int64)[None, :]
+    return tl.rand(seed, offs) >= dropout_p
+
+
+def block_d(head_dim: int) -> int:
+    """Head dim padded to a power of two, at least 16 (tl.dot's minimum)."""
+    return max(16, triton.next_power_of_2(head_dim))
+
+
+def seq_bucket(n: int) -> int:
+    """Autotune key for a sequence length: its power-of-two bucket, capped (no retune per length)."""
+    return min(triton.next_power_of_2(max(int(n), 1)), 8192)
+
+
+def prune_by_head_dim(limits):
+    """``early_config_prune`` keeping configs whose BLOCK_M*BLOCK_N fits ``limits[BLOCK_D]``."""
+
+    def prune(configs, named_args, **kwargs):
+        d = kwargs.get("BLOCK_D", named_args.get("BLOCK_D"))
+        cap = limits(d)
+        kept = [c for c in configs if (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages) in cap]
+        return kept or configs[:1]
+
+    return prune
+
+
+def seq_layout(x: torch.Tensor, varlen: bool) -> tuple[int, int, int]:
+    """(stride_batch, stride_seq, stride_head) of a (B, S, H, D) or packed (T, H, D) tensor."""
+    if varlen:
+        return 0, x.stride(0), x.stride(1)
+    return x.stride(0), x.stride(1), x.stride(2)
+
+
+def lse_layout(lse: torch.Tensor, varlen: bool) -> tuple[int, int]:
+    """(stride_batch, stride_head) of lse (B, H, S) or packed (H, T)."""
+    if varlen:
+        return 0, lse.stride(0)
+    return lse.stride(0), lse.stride(1)
+
+
+def last_dim_contiguous(x: torch.Tensor) -> torch.Tensor:
+    return x if x.stride(-1) == 1 else x.contiguous()

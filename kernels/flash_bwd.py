@@ -1,0 +1,349 @@
+"""FlashAttention-2 backward, deterministic (no atomics): a ``delta = rowsum(dO * O)`` pre-pass,
+a dK/dV kernel (one program per key tile and KV head, looping over the group's query heads and
+the query tiles) and a dQ kernel (one program per query tile and head, looping over key tiles).
+
+``P = exp2(s - lse * log2(e))`` is recomputed from the forward's log-sum-exp, so the stabilized
+shift needs nothing here; dropout's keep mask is recomputed from the seed.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ._common import (
+    AUTOTUNE, INTERPRET, LOG2E, block_d, dot, keep_mask, last_dim_contiguous, lse_layout,
+    prune_by_head_dim, scores, seq_bucket, seq_layout, tanh, visible,
+)
+
+LOG2E_C = tl.constexpr(LOG2E)
+
+
+@triton.jit
+def _delta_kernel(
+    O, DO, DELTA, CU_Q,
+    stride_ob, stride_os, stride_oh, stride_db, stride_ds, stride_dh, stride_lb, stride_lh,
+    seqlen_q_dense, num_heads_q, head_dim,
+    IS_VARLEN: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
+):
+    """delta (lse layout, fp32) = rowsum(dO * O)."""
+    start_m = tl.program_id(0) * BLOCK_M
+    bh = tl.program_id(1)
+    b = bh // num_heads_q
+    h = bh % num_heads_q
+    if IS_VARLEN:
+        q_start = tl.load(CU_Q + b)
+        seqlen_q = tl.load(CU_Q + b + 1) - q_start
+    else:
+        q_start = 0
+        seqlen_q = seqlen_q_dense
+    if start_m >= seqlen_q:
+        return
+    b64 = b.to(tl.int64)
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, BLOCK_D)
+    rows = (q_start + offs_m).to(tl.int64)[:, None]
+    mask = (offs_m[:, None] < seqlen_q) & (offs_d[None, :] < head_dim)
+    o = tl.load(O + b64 * stride_ob + h * stride_oh + rows * stride_os + offs_d[None, :],
+                mask=mask, other=0.0).to(tl.float32)
+    do = tl.load(DO + b64 * stride_db + h * stride_dh + rows * stride_ds + offs_d[None, :],
+                 mask=mask, other=0.0).to(tl.float32)
+    tl.store(DELTA + b64 * stride_lb + h * stride_lh + q_start + offs_m, tl.sum(o * do, 1),
+             mask=offs_m < seqlen_q)
+
+
+@triton.jit
+def _dkdv_kernel(
+    Q, K, V, DO, LSE, DELTA, DK, DV, CU_Q, CU_K,
+    stride_qb, stride_qs, stride_qh,
+    stride_kb, stride_ks, stride_kh,
+    stride_vb, stride_vs, stride_vh,
+    stride_db, stride_ds, stride_dh,
+    stride_dkb, stride_dks, stride_dkh,
+    stride_dvb, stride_dvs, stride_dvh,
+    stride_lb, stride_lh,
+    seqlen_q_dense, seqlen_k_dense, max_seqlen_q, max_seqlen_k,
+    num_heads_q, num_heads_k, group, head_dim,
+    softmax_scale, qk_scale, softcap, window_left, window_right,
+    dropout_p, drop_scale, seed,
+    SEQ_BUCKET,
+    IS_VARLEN: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
+    HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
+    DOT_FP32: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    start_n = tl.program_id(0) * BLOCK_N
+    bh = tl.program_id(1)
+    b = bh // num_heads_k
+    hk = bh % num_heads_k
+    if IS_VARLEN:
+        q_start = tl.load(CU_Q + b)
+        seqlen_q = tl.load(CU_Q + b + 1) - q_start
+        k_start = tl.load(CU_K + b)
+        seqlen_k = tl.load(CU_K + b + 1) - k_start
+    else:
+        q_start = 0
+        k_start = 0
+        seqlen_q = seqlen_q_dense
+        seqlen_k = seqlen_k_dense
+    if start_n >= seqlen_k:
+        return
+    b64 = b.to(tl.int64)
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+    offs_m0 = tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, BLOCK_D)
+    d_ok = offs_d < head_dim
+    kv_mask = (offs_n[:, None] < seqlen_k) & d_ok[None, :]
+    krows = (k_start + offs_n).to(tl.int64)[:, None]
+    k = tl.load(K + b64 * stride_kb + hk * stride_kh + krows * stride_ks + offs_d[None, :],
+                mask=kv_mask, other=0.0)
+    v = tl.load(V + b64 * stride_vb + hk * stride_vh + krows * stride_vs + offs_d[None, :],
+                mask=kv_mask, other=0.0)
+
+    # Query rows that can see this key tile.
+    diag = seqlen_k - seqlen_q
+    lo = 0
+    hi = seqlen_q
+    if HAS_WR:
+        lo = tl.maximum(start_n - diag - window_right, 0)
+        lo = (lo // BLOCK_M) * BLOCK_M
+    if HAS_WL:
+        hi = tl.minimum(start_n + BLOCK_N - diag + window_left, seqlen_q)
+
+    dk = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
+    dv = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
+    for g in range(0, group):
+        h = hk * group + g
+        q_base = Q + b64 * stride_qb + h * stride_qh
+        do_base = DO + b64 * stride_db + h * stride_dh
+        l_base = b64 * stride_lb + h * stride_lh + q_start
+        for start_m in range(lo, hi, BLOCK_M):
+            offs_m = start_m + offs_m0
+            qrows = (q_start + offs_m).to(tl.int64)[:, None]
+            q_mask = (offs_m[:, None] < seqlen_q) & d_ok[None, :]
+            q = tl.load(q_base + qrows * stride_qs + offs_d[None, :], mask=q_mask, other=0.0)
+            do = tl.load(do_base + qrows * stride_ds + offs_d[None, :], mask=q_mask, other=0.0)
+            lse = tl.load(LSE + l_base + offs_m, mask=offs_m < seqlen_q, other=float("inf"))
+            delta = tl.load(DELTA + l_base + offs_m, mask=offs_m < seqlen_q, other=0.0)
+
+            s = scores(dot(q, tl.trans(k), DOT_FP32), qk_scale, softcap, HAS_SOFTCAP)
+            ok = visible(offs_m, offs_n, seqlen_q, seqlen_k, window_left, window_right,
+                         HAS_WL, HAS_WR)
+            p = tl.where(ok, tl.exp2(s - lse[:, None] * LOG2E_C), 0.0)
+            dp = dot(do, tl.trans(v), DOT_FP32)
+            if HAS_DROPOUT:
+                keep = keep_mask(seed, dropout_p, b, h, num_heads_q, max_seqlen_q, max_seqlen_k,
+                                 offs_m, offs_n)
+                p_drop = tl.where(keep, p * drop_scale, 0.0)
+                dp = tl.where(keep, dp * drop_scale, 0.0)
+            else:
+                p_drop = p
+            dv += dot(tl.trans(p_drop.to(do.dtype)), do, DOT_FP32)
+            ds = p * (dp - delta[:, None])
+            if HAS_SOFTCAP:
+                t = s * (1.0 / (softcap * LOG2E_C))
+                ds = ds * (1.0 - t * t)
+            dk += dot(tl.trans(ds.to(q.dtype)), q, DOT_FP32)
+
+    dk = dk * softmax_scale
+    dk_ptrs = DK + b64 * stride_dkb + hk * stride_dkh + krows * stride_dks + offs_d[None, :]
+    dv_ptrs = DV + b64 * stride_dvb + hk * stride_dvh + krows * stride_dvs + offs_d[None, :]
+    tl.store(dk_ptrs, dk.to(DK.dtype.element_ty), mask=kv_mask)
+    tl.store(dv_ptrs, dv.to(DV.dtype.element_ty), mask=kv_mask)
+
+
+@triton.jit
+def _dq_kernel(
+    Q, K, V, DO, LSE, DELTA, DQ, CU_Q, CU_K,
+    stride_qb, stride_qs, stride_qh,
+    stride_kb, stride_ks, stride_kh,
+    stride_vb, stride_vs, stride_vh,
+    stride_db, stride_ds, stride_dh,
+    stride_dqb, stride_dqs, stride_dqh,
+    stride_lb, stride_lh,
+    seqlen_q_dense, seqlen_k_dense, max_seqlen_q, max_seqlen_k,
+    num_heads_q, group, head_dim,
+    softmax_scale, qk_scale, softcap, window_left, window_right,
+    dropout_p, drop_scale, seed,
+    SEQ_BUCKET,
+    IS_VARLEN: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
+    HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
+    DOT_FP32: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    start_m = tl.program_id(0) * BLOCK_M
+    bh = tl.program_id(1)
+    b = bh // num_heads_q
+    h = bh % num_heads_q
+    if IS_VARLEN:
+        q_start = tl.load(CU_Q + b)
+        seqlen_q = tl.load(CU_Q + b + 1) - q_start
+        k_start = tl.load(CU_K + b)
+        seqlen_k = tl.load(CU_K + b + 1) - k_start
+    else:
+        q_start = 0
+        k_start = 0
+        seqlen_q = seqlen_q_dense
+        seqlen_k = seqlen_k_dense
+    if start_m >= seqlen_q:
+        return
+    hk = h // group
+    b64 = b.to(tl.int64)
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_n0 = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    d_ok = offs_d < head_dim
+    qrows = (q_start + offs_m).to(tl.int64)[:, None]
+    q_mask = (offs_m[:, None] < seqlen_q) & d_ok[None, :]
+    q = tl.load(Q + b64 * stride_qb + h * stride_qh + qrows * stride_qs + offs_d[None, :],
+                mask=q_mask, other=0.0)
+    do = tl.load(DO + b64 * stride_db + h * stride_dh + qrows * stride_ds + offs_d[None, :],
+                 mask=q_mask, other=0.0)
+    l_off = b64 * stride_lb + h * stride_lh + q_start + offs_m
+    lse = tl.load(LSE + l_off, mask=offs_m < seqlen_q, other=float("inf"))
+    delta = tl.load(DELTA + l_off, mask=offs_m < seqlen_q, other=0.0)
+    lse2 = lse * LOG2E_C
+    k_base = K + b64 * stride_kb + hk * stride_kh + k_start.to(tl.int64) * stride_ks
+    v_base = V + b64 * stride_vb + hk * stride_vh + k_start.to(tl.int64) * stride_vs
+
+    diag = seqlen_k - seqlen_q
+    lo = 0
+    hi = seqlen_k
+    if HAS_WL:
+        lo = tl.maximum(start_m + diag - window_left, 0)
+        lo = (lo // BLOCK_N) * BLOCK_N
+    if HAS_WR:
+        hi = tl.minimum(start_m + BLOCK_M + diag + window_right, seqlen_k)
+
+    dq = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+    for start_n in range(lo, hi, BLOCK_N):
+        cols = start_n + offs_n0
+        kv_mask = (cols[:, None] < seqlen_k) & d_ok[None, :]
+        k = tl.load(k_base + cols.to(tl.int64)[:, None] * stride_ks + offs_d[None, :],
+                    mask=kv_mask, other=0.0)
+        v = tl.load(v_base + cols.to(tl.int64)[:, None] * stride_vs + offs_d[None, :],
+                    mask=kv_mask, other=0.0)
+        s = scores(dot(q, tl.trans(k), DOT_FP32), qk_scale, softcap, HAS_SOFTCAP)
+        ok = visible(offs_m, cols, seqlen_q, seqlen_k, window_left, window_right, HAS_WL, HAS_WR)
+        p = tl.where(ok, tl.exp2(s - lse2[:, None]), 0.0)
+        dp = dot(do, tl.trans(v), DOT_FP32)
+        if HAS_DROPOUT:
+            keep = keep_mask(seed, dropout_p, b, h, num_heads_q, max_seqlen_q, max_seqlen_k,
+                             offs_m, cols)
+            dp = tl.where(keep, dp * drop_scale, 0.0)
+        ds = p * (dp - delta[:, None])
+        if HAS_SOFTCAP:
+            t = s * (1.0 / (softcap * LOG2E_C))
+            ds = ds * (1.0 - t * t)
+        dq += dot(ds.to(k.dtype), k, DOT_FP32)
+
+    dq = dq * softmax_scale
+    tl.store(DQ + b64 * stride_dqb + h * stride_dqh + qrows * stride_dqs + offs_d[None, :],
+             dq.to(DQ.dtype.element_ty), mask=q_mask)
+
+
+# (BLOCK_M, BLOCK_N, num_warps, num_stages) per padded head dim.
+_DKDV_CONFIGS = {
+    16: [(64, 128, 8, 3), (64, 64, 4, 3), (32, 128, 4, 3)],
+    32: [(64, 128, 8, 3), (64, 64, 4, 3), (32, 128, 4, 3)],
+    64: [(64, 128, 8, 3), (64, 64, 4, 3), (32, 128, 4, 3)],
+    128: [(64, 128, 8, 2), (64, 64, 4, 3), (32, 128, 8, 2)],
+    256: [(32, 64, 4, 2), (64, 64, 8, 2), (32, 32, 4, 2)],
+}
+_DQ_CONFIGS = {
+    16: [(128, 64, 8, 3), (64, 64, 4, 3), (128, 32, 4, 3)],
+    32: [(128, 64, 8, 3), (64, 64, 4, 3), (128, 32, 4, 3)],
+    64: [(128, 64, 8, 3), (64, 64, 4, 3), (128, 32, 4, 3)],
+    128: [(128, 64, 8, 2), (64, 64, 4, 3), (128, 32, 8, 2)],
+    256: [(64, 32, 4, 2), (64, 64, 8, 2), (32, 32, 4, 2)],
+}
+_INTERPRET_CONFIG = (16, 16, 4, 1)
+_KEY = ["SEQ_BUCKET", "head_dim", "HAS_WR", "HAS_WL", "IS_VARLEN", "HAS_DROPOUT"]
+
+
+def _tuned(kernel, table):
+    return triton.autotune(
+        configs=[triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s)
+                 for m, n, w, s in sorted({c for cs in table.values() for c in cs})],
+        key=_KEY,
+        prune_configs_by={"early_config_prune": prune_by_head_dim(lambda d: set(table[d]))},
+    )(kernel)
+
+
+_dkdv_tuned = _tuned(_dkdv_kernel, _DKDV_CONFIGS)
+_dq_tuned = _tuned(_dq_kernel, _DQ_CONFIGS)
+
+
+def _launch(kernel, tuned, table, bd, grid_of, args, flags):
+    if AUTOTUNE:
+        tuned[lambda meta: grid_of(meta)](*args, **flags)
+    else:
+        bm, bn, w, s = _INTERPRET_CONFIG if INTERPRET else table[bd][0]
+        meta = {"BLOCK_M": bm, "BLOCK_N": bn}
+        kernel[grid_of(meta)](*args, **flags, **meta, num_warps=w, num_stages=s)
+
+
+def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                   max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap,
+                   dropout_p, seed, deterministic=True):
+    """Gradients of ``flash_attn_fwd``: returns (dq, dk, dv) shaped like q, k, v.
+
+    Always deterministic (no atomics); ``deterministic`` is accepted for the contract.
+    ``lse`` must be the forward's (fp32, lse layout); dout/out like q.
+    """
+    del deterministic
+    varlen = cu_seqlens_q is not None
+    dout, q, k, v, out = (last_dim_contiguous(t) for t in (dout, q, k, v, out))
+    head_dim = q.shape[-1]
+    hq, hk = q.shape[-2], k.shape[-2]
+    if causal:
+        window_right = 0
+    if varlen:
+        batch = cu_seqlens_q.numel() - 1
+        sq, sk = int(max_seqlen_q), int(max_seqlen_k)
+    else:
+        batch, sq, sk = q.shape[0], q.shape[1], k.shape[1]
+        max_seqlen_q, max_seqlen_k = sq, sk
+    lse = lse.contiguous()
+    delta = torch.empty_like(lse)
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    bd = block_d(head_dim)
+    cu_q = cu_seqlens_q if varlen else lse
+    cu_k = cu_seqlens_k if varlen else lse
+    lse_strides = lse_layout(lse, varlen)
+
+    dm = 16 if INTERPRET else 64
+    _delta_kernel[(triton.cdiv(int(max_seqlen_q), dm), batch * hq)](
+        out, dout, delta, cu_q, *seq_layout(out, varlen), *seq_layout(dout, varlen), *lse_strides,
+        sq, hq, head_dim, IS_VARLEN=varlen, BLOCK_D=bd, BLOCK_M=dm,
+    )
+
+    has_softcap = softcap is not None and softcap > 0
+    qk_scale = softmax_scale if has_softcap else softmax_scale * LOG2E
+    common = (
+        sq, sk, int(max_seqlen_q), int(max_seqlen_k),
+    )
+    tail = (
+        float(softmax_scale), float(qk_scale), float(softcap or 0.0), int(window_left),
+        int(window_right), float(dropout_p), 1.0 / (1.0 - dropout_p), int(seed),
+        seq_bucket(max(int(max_seqlen_q), int(max_seqlen_k))),
+    )
+    flags = dict(
+        IS_VARLEN=varlen, HAS_WL=window_left >= 0, HAS_WR=window_right >= 0,
+        HAS_SOFTCAP=has_softcap, HAS_DROPOUT=dropout_p > 0.0, DOT_FP32=INTERPRET, BLOCK_D=bd,
+    )
+    ins = (*seq_layout(q, varlen), *seq_layout(k, varlen), *seq_layout(v, varlen),
+           *seq_layout(dout, varlen))
+
+    dkdv_args = (q, k, v, dout, lse, delta, dk, dv, cu_q, cu_k, *ins,
+                 *seq_layout(dk, varlen), *seq_layout(dv, varlen), *lse_strides,
+                 *common, hq, hk, hq // hk, head_dim, *tail)
+    _launch(_dkdv_kernel, _dkdv_tuned, _DKDV_CONFIGS, bd,
+            lambda meta: (triton.cdiv(int(max_seqlen_k), meta["BLOCK_N"]), batch * hk),
+            dkdv_args, flags)
+
+    dq_args = (q, k, v, dout, lse, delta, dq, cu_q, cu_k, *ins, *seq_layout(dq, varlen),
+               *lse_strides, *common, hq, hq // hk, head_dim, *tail)
+    _launch(_dq_kernel, _dq_tuned, _DQ_CONFIGS, bd,
+            lambda meta: (triton.cdiv(int(max_seqlen_q), meta["BLOCK_M"]), batch * hq),
+            dq_args, flags)
+    return dq, dk, dv

@@ -1,0 +1,229 @@
+"""FlashAttention-2 forward with the stabilized shift (Algorithm 3, ties across tiles).
+
+One kernel for the dense ``(B, S, H, D)`` and packed ``(T, H, D)`` + ``cu_seqlens`` layouts,
+compile-time switches for windows, softcap, dropout and the fix. Per query tile the kernel keeps
+the running top-2 ``(m1, m2)``, the row sum ``l`` and the fp32 accumulator; after every key tile it
+re-derives the row's shift from ``(m1, m2)`` (a tie found against the running maximum moves it)
+and rescales ``acc``/``l`` by ``exp2(shift_old - shift_new)``.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ._common import (
+    AUTOTUNE, INTERPRET, LN2, LOG2E, block_d, dot, keep_mask, last_dim_contiguous, lse_layout,
+    prune_by_head_dim, row_shift, scores, seq_bucket, seq_layout, visible,
+)
+
+LN2_C = tl.constexpr(LN2)
+
+
+@triton.jit
+def _fwd_kernel(
+    Q, K, V, O, LSE, SHIFT, CU_Q, CU_K,
+    stride_qb, stride_qs, stride_qh,
+    stride_kb, stride_ks, stride_kh,
+    stride_vb, stride_vs, stride_vh,
+    stride_ob, stride_os, stride_oh,
+    stride_lb, stride_lh,
+    seqlen_q_dense, seqlen_k_dense, max_seqlen_q, max_seqlen_k,
+    num_heads_q, group, head_dim,
+    qk_scale, softcap, window_left, window_right,
+    dropout_p, drop_scale, seed,
+    beta, tie_window, min_gap, max_gap,
+    SEQ_BUCKET,  # autotune key only
+    IS_VARLEN: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
+    HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
+    STABILIZE: tl.constexpr, SHIFT_SINGLE: tl.constexpr, RETURN_SHIFT: tl.constexpr,
+    DOT_FP32: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    start_m = tl.program_id(0) * BLOCK_M
+    bh = tl.program_id(1)
+    b = bh // num_heads_q
+    h = bh % num_heads_q
+    if IS_VARLEN:
+        q_start = tl.load(CU_Q + b)
+        seqlen_q = tl.load(CU_Q + b + 1) - q_start
+        k_start = tl.load(CU_K + b)
+        seqlen_k = tl.load(CU_K + b + 1) - k_start
+    else:
+        q_start = 0
+        k_start = 0
+        seqlen_q = seqlen_q_dense
+        seqlen_k = seqlen_k_dense
+    if start_m >= seqlen_q:
+        return
+    hk = h // group
+    b64 = b.to(tl.int64)
+
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    d_ok = offs_d < head_dim
+
+    q_ptrs = (Q + b64 * stride_qb + h * stride_qh
+              + (q_start + offs_m).to(tl.int64)[:, None] * stride_qs + offs_d[None, :])
+    q = tl.load(q_ptrs, mask=(offs_m[:, None] < seqlen_q) & d_ok[None, :], other=0.0)
+    k_base = K + b64 * stride_kb + hk * stride_kh + k_start.to(tl.int64) * stride_ks
+    v_base = V + b64 * stride_vb + hk * stride_vh + k_start.to(tl.int64) * stride_vs
+
+    # Key range this query tile can see (causal/window bounds, bottom-right aligned).
+    diag = seqlen_k - seqlen_q
+    lo = 0
+    hi = seqlen_k
+    if HAS_WL:
+        lo = tl.maximum(start_m + diag - window_left, 0)
+        lo = (lo // BLOCK_N) * BLOCK_N
+    if HAS_WR:
+        hi = tl.minimum(start_m + BLOCK_M + diag + window_right, seqlen_k)
+
+    m1 = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    m2 = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    shift = tl.zeros([BLOCK_M], tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+
+    for start_n in range(lo, hi, BLOCK_N):
+        cols = start_n + offs_n
+        kv_mask = (cols[:, None] < seqlen_k) & d_ok[None, :]
+        k = tl.load(k_base + cols.to(tl.int64)[:, None] * stride_ks + offs_d[None, :],
+                    mask=kv_mask, other=0.0)
+        s = scores(dot(q, tl.trans(k), DOT_FP32), qk_scale, softcap, HAS_SOFTCAP)
+        ok = visible(offs_m, cols, seqlen_q, seqlen_k, window_left, window_right, HAS_WL, HAS_WR)
+        s = tl.where(ok, s, float("-inf"))
+
+        # Running top-2 (a repeated maximum counts twice) and the shift it implies.
+        t1 = tl.max(s, 1)
+        m1_new = tl.maximum(m1, t1)
+        if STABILIZE:
+            is_max = s == t1[:, None]
+            n_max = tl.sum(is_max.to(tl.int32), 1)
+            t2 = tl.max(tl.where(is_max, float("-inf"), s), 1)
+            t2 = tl.where(n_max > 1, t1, t2)
+            m2 = tl.maximum(tl.minimum(m1, t1), tl.maximum(m2, t2))
+        shift_new = row_shift(m1_new, m2, beta, tie_window, min_gap, max_gap, STABILIZE, SHIFT_SINGLE)
+        alpha = tl.where(m1 > float("-inf"), tl.exp2(shift - shift_new), 1.0)
+        m1 = m1_new
+        shift = shift_new
+
+        p = tl.exp2(s - shift[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        if HAS_DROPOUT:
+            keep = keep_mask(seed, dropout_p, b, h, num_heads_q, max_seqlen_q, max_seqlen_k,
+                             offs_m, cols)
+            p = tl.where(keep, p * drop_scale, 0.0)
+        v = tl.load(v_base + cols.to(tl.int64)[:, None] * stride_vs + offs_d[None, :],
+                    mask=kv_mask, other=0.0)
+        acc = acc * alpha[:, None] + dot(p.to(v.dtype), v, DOT_FP32)
+
+    has_keys = l_i > 0.0
+    l_safe = tl.where(has_keys, l_i, 1.0)
+    out = tl.where(has_keys[:, None], acc / l_safe[:, None], 0.0)
+    o_ptrs = (O + b64 * stride_ob + h * stride_oh
+              + (q_start + offs_m).to(tl.int64)[:, None] * stride_os + offs_d[None, :])
+    row_ok = offs_m < seqlen_q
+    tl.store(o_ptrs, out.to(O.dtype.element_ty), mask=row_ok[:, None] & d_ok[None, :])
+    lse = tl.where(has_keys, shift * LN2_C + tl.log(l_safe), float("inf"))
+    l_off = b64 * stride_lb + h * stride_lh + q_start + offs_m
+    tl.store(LSE + l_off, lse, mask=row_ok)
+    if RETURN_SHIFT:
+        tl.store(SHIFT + l_off, shift * LN2_C, mask=row_ok)
+
+
+# (BLOCK_M, BLOCK_N, num_warps, num_stages) tried per padded head dim.
+_FWD_CONFIGS = {
+    16: [(128, 64, 4, 3), (128, 128, 8, 3), (64, 64, 4, 3)],
+    32: [(128, 64, 4, 3), (128, 128, 8, 3), (64, 64, 4, 3)],
+    64: [(128, 64, 4, 3), (128, 128, 8, 3), (64, 64, 4, 3)],
+    128: [(128, 64, 8, 3), (128, 128, 8, 2), (64, 64, 4, 3)],
+    256: [(64, 64, 4, 2), (128, 64, 8, 2), (64, 32, 4, 2)],
+}
+_FWD_DEFAULT = {16: (128, 64, 4, 3), 32: (128, 64, 4, 3), 64: (128, 64, 4, 3),
+                128: (128, 64, 8, 3), 256: (64, 64, 4, 2)}
+_INTERPRET_CONFIG = (16, 16, 4, 1)
+
+_fwd_tuned = triton.autotune(
+    configs=[triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s)
+             for m, n, w, s in sorted({c for cs in _FWD_CONFIGS.values() for c in cs})],
+    key=["SEQ_BUCKET", "head_dim", "HAS_WR", "HAS_WL", "IS_VARLEN", "HAS_DROPOUT", "STABILIZE"],
+    prune_configs_by={"early_config_prune": prune_by_head_dim(lambda d: set(_FWD_CONFIGS[d]))},
+)(_fwd_kernel)
+
+
+def flash_attn_fwd(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                   softmax_scale, causal, window_left, window_right, softcap, dropout_p, seed,
+                   stabilize, beta, tie_window, min_gap, max_gap, shift_single=False,
+                   return_shift=False):
+    """Stabilized attention forward.
+
+    Args:
+        q: (B, Sq, Hq, D) or packed (Tq, Hq, D); k, v: (B, Sk, Hk, D) or (Tk, Hk, D); bf16/fp16.
+        cu_seqlens_q/k: int32 (N + 1,) for the packed layout, None for dense.
+        max_seqlen_q/k: longest sequence (dense: Sq/Sk); also the dropout counter's strides.
+        softmax_scale: float; causal: bool (sets window_right = 0); window_left/right: -1 unbounded.
+        softcap: 0 off; dropout_p in [0, 1); seed: int.
+        stabilize, beta, tie_window, min_gap, max_gap, shift_single: the shift rule's constants
+            in natural-log units (``shift_rule.ShiftParams``).
+    Returns:
+        out like q; lse fp32 (B, Hq, Sq) or (Hq, Tq); with ``return_shift`` also the per-row
+        final shift (natural-log units, lse's layout).
+    """
+    varlen = cu_seqlens_q is not None
+    q, k, v = (last_dim_contiguous(t) for t in (q, k, v))
+    head_dim = q.shape[-1]
+    if head_dim > 256:
+        raise ValueError(f"head_dim {head_dim} > 256 is not supported")
+    if q.dtype not in (torch.bfloat16, torch.float16):
+        raise TypeError(f"q/k/v must be bfloat16 or float16, got {q.dtype}")
+    hq, hk = q.shape[-2], k.shape[-2]
+    if hq % hk:
+        raise ValueError(f"query heads {hq} must be a multiple of key/value heads {hk}")
+    if causal:
+        window_right = 0
+    if varlen:
+        batch = cu_seqlens_q.numel() - 1
+        sq, sk = int(max_seqlen_q), int(max_seqlen_k)
+        lse = torch.empty((hq, q.shape[0]), device=q.device, dtype=torch.float32)
+    else:
+        batch, sq, sk = q.shape[0], q.shape[1], k.shape[1]
+        max_seqlen_q, max_seqlen_k = sq, sk
+        lse = torch.empty((batch, hq, sq), device=q.device, dtype=torch.float32)
+    out = torch.empty_like(q)
+    shift_out = torch.empty_like(lse) if return_shift else lse
+    has_softcap = softcap is not None and softcap > 0
+    qk_scale = softmax_scale if has_softcap else softmax_scale * LOG2E
+    bd = block_d(head_dim)
+    cu_q = cu_seqlens_q if varlen else lse  # unused pointer in the dense layout
+    cu_k = cu_seqlens_k if varlen else lse
+    args = (
+        q, k, v, out, lse, shift_out, cu_q, cu_k,
+        *seq_layout(q, varlen), *seq_layout(k, varlen), *seq_layout(v, varlen),
+        *seq_layout(out, varlen), *lse_layout(lse, varlen),
+        sq, sk, int(max_seqlen_q), int(max_seqlen_k),
+        hq, hq // hk, head_dim,
+        float(qk_scale), float(softcap or 0.0), int(window_left), int(window_right),
+        float(dropout_p), 1.0 / (1.0 - dropout_p), int(seed),
+        float(beta), float(tie_window * LOG2E), float(min_gap * LOG2E), float(max_gap * LOG2E),
+        seq_bucket(max_seqlen_q),
+    )
+    flags = dict(
+        IS_VARLEN=varlen, HAS_WL=window_left >= 0, HAS_WR=window_right >= 0,
+        HAS_SOFTCAP=has_softcap, HAS_DROPOUT=dropout_p > 0.0, STABILIZE=bool(stabilize),
+        SHIFT_SINGLE=bool(shift_single), RETURN_SHIFT=bool(return_shift),
+        DOT_FP32=INTERPRET, BLOCK_D=bd,
+    )
+
+    def grid(meta):
+        return (triton.cdiv(int(max_seqlen_q), meta["BLOCK_M"]), batch * hq)
+
+    if AUTOTUNE:
+        _fwd_tuned[grid](*args, **flags)
+    else:
+        bm, bn, w, s = _INTERPRET_CONFIG if INTERPRET else _FWD_DEFAULT[bd]
+        _fwd_kernel[grid](*args, **flags, BLOCK_M=bm, BLOCK_N=bn, num_warps=w, num_stages=s)
+    if return_shift:
+        return out, lse, shift_out
+    return out, lse
