@@ -1,0 +1,143 @@
+"""``flash_attn_func`` and ``flash_attn_varlen_func``: drop-ins for flash-attn's functions.
+
+Code written against flash-attn runs on ours by changing the import; the fix's options are
+extra keyword arguments. Unset options come from ``hf_stable_attn.options`` (the running
+model's ``configure`` settings, else the process defaults: fix on, beta 2, dtype-derived
+tie tolerance, backend "auto").
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from . import ops
+from .options import current_options
+from .shift_rule import shift_params
+
+
+def _unsupported(alibi_slopes, s_aux, block_table) -> None:
+    if alibi_slopes is not None:
+        raise NotImplementedError(
+            "hf_stable_attn does not implement ALiBi (alibi_slopes); use attn_implementation='sdpa' or 'eager' for ALiBi models"
+        )
+    if s_aux is not None:
+        raise NotImplementedError(
+            "hf_stable_attn does not implement learnable attention sinks (s_aux); use 'eager' or 'flex_attention' for this model"
+        )
+    if block_table is not None:
+        raise NotImplementedError(
+            "hf_stable_attn does not implement a paged KV cache (block_table); generate with a dynamic or static cache"
+        )
+
+
+def _run(q, k, v, packed, cu_q, cu_k, max_q, max_k, dropout_p, softmax_scale, causal,
+         window_size, softcap, deterministic, stabilize, beta, tie_tolerance, backend):
+    options = current_options().updated(
+        stabilize=stabilize, beta=beta, tie_tolerance=tie_tolerance, backend=backend
+    )
+    chosen = ops.resolve_backend(options.backend, q)
+    ops.validate_inputs(q, k, v, chosen, packed)
+    if softmax_scale is None:
+        softmax_scale = q.shape[-1] ** -0.5
+    left, right = (int(w) for w in window_size)
+    shift = shift_params(q.dtype, options.stabilize, options.beta, options.tie_tolerance)
+    return ops.attention(
+        q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=max_q, max_seqlen_k=max_k,
+        softmax_scale=softmax_scale, causal=causal, window_left=left, window_right=right,
+        softcap=float(softcap or 0.0), dropout_p=float(dropout_p), shift=shift, backend=chosen,
+        deterministic=deterministic,
+    )
+
+
+def flash_attn_func(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    dropout_p: float = 0.0,
+    softmax_scale: float | None = None,
+    causal: bool = False,
+    window_size: tuple[int, int] = (-1, -1),
+    softcap: float = 0.0,
+    alibi_slopes: Tensor | None = None,
+    deterministic: bool = True,
+    return_attn_probs: bool = False,
+    *,
+    s_aux: Tensor | None = None,
+    stabilize: bool | None = None,
+    beta: float | None = None,
+    tie_tolerance: float | None = None,
+    backend: str | None = None,
+):
+    """Stabilized attention on padded batches.
+
+    Args:
+        q: (batch, seqlen_q, nheads, headdim), bf16/fp16 (fp32 on the reference path).
+        k, v: (batch, seqlen_k, nheads_k, headdim); nheads % nheads_k == 0 (MQA/GQA).
+        dropout_p: attention dropout probability (0 at evaluation).
+        softmax_scale: scale of q k^T, default 1/sqrt(headdim).
+        causal: causal mask aligned to the bottom right when seqlen_q != seqlen_k.
+        window_size: (left, right) sliding window, -1 for unbounded.
+        softcap: > 0 applies ``softcap * tanh(S / softcap)``.
+        alibi_slopes, s_aux: not supported (clear error).
+        deterministic: accepted for flash-attn compatibility; the backward is always
+            deterministic (no atomics).
+        return_attn_probs: also return the log-sum-exp (batch, nheads, seqlen_q) and None.
+        stabilize, beta, tie_tolerance, backend: the fix's options (see ``StableAttnOptions``).
+
+    Returns:
+        out (batch, seqlen_q, nheads, headdim); with ``return_attn_probs`` ``(out, lse, None)``.
+    """
+    _unsupported(alibi_slopes, s_aux, None)
+    out, lse = _run(
+        q, k, v, False, None, None, q.shape[1], k.shape[1], dropout_p, softmax_scale, causal,
+        window_size, softcap, deterministic, stabilize, beta, tie_tolerance, backend,
+    )
+    return (out, lse, None) if return_attn_probs else out
+
+
+def flash_attn_varlen_func(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    cu_seqlens_q: Tensor,
+    cu_seqlens_k: Tensor,
+    max_seqlen_q: int,
+    max_seqlen_k: int,
+    dropout_p: float = 0.0,
+    softmax_scale: float | None = None,
+    causal: bool = False,
+    window_size: tuple[int, int] = (-1, -1),
+    softcap: float = 0.0,
+    alibi_slopes: Tensor | None = None,
+    deterministic: bool = True,
+    return_attn_probs: bool = False,
+    block_table: Tensor | None = None,
+    *,
+    s_aux: Tensor | None = None,
+    stabilize: bool | None = None,
+    beta: float | None = None,
+    tie_tolerance: float | None = None,
+    backend: str | None = None,
+):
+    """Stabilized attention on packed sequences (no padding).
+
+    Args:
+        q: (total_q, nheads, headdim); k, v: (total_k, nheads_k, headdim).
+        cu_seqlens_q, cu_seqlens_k: int32 (batch + 1,) cumulative sequence lengths.
+        max_seqlen_q, max_seqlen_k: the longest sequence of each (Python ints).
+        Other arguments as ``flash_attn_func``; block_table (paged KV cache) is not supported.
+
+    Returns:
+        out (total_q, nheads, headdim); with ``return_attn_probs`` ``(out, lse, None)`` where
+        lse is (nheads, total_q).
+    """
+    _unsupported(alibi_slopes, s_aux, block_table)
+    if cu_seqlens_q.dtype != torch.int32 or cu_seqlens_k.dtype != torch.int32:
+        cu_seqlens_q, cu_seqlens_k = cu_seqlens_q.to(torch.int32), cu_seqlens_k.to(torch.int32)
+    out, lse = _run(
+        q, k, v, True, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
+        softmax_scale, causal, window_size, softcap, deterministic, stabilize, beta,
+        tie_tolerance, backend,
+    )
+    return (out, lse, None) if return_attn_probs else out

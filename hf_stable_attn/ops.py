@@ -1,0 +1,254 @@
+"""The attention as ``torch.library`` custom ops, with autograd and backend dispatch.
+
+``hf_stable_attn::fwd`` and ``hf_stable_attn::bwd`` are opaque to ``torch.compile`` (fake
+implementations give their shapes), so a compiled model traces them with no graph break.
+Both run either the Triton kernel (``hf_stable_attn.kernels``) or the PyTorch reference path;
+the caller picks which with ``backend``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from .reference import reference_backward, reference_forward
+from .shift_rule import ShiftParams
+
+logger = logging.getLogger(__name__)
+
+MAX_HEAD_DIM = 256
+KERNEL_DTYPES = (torch.bfloat16, torch.float16)
+REFERENCE_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+
+
+def _kernels():
+    """The Triton launchers (imported lazily: triton is only needed on that path)."""
+    from . import kernels
+
+    return kernels
+
+
+def _seed_value(seed: Optional[Tensor]) -> int:
+    return int(seed.item()) if seed is not None else 0
+
+
+@torch.library.custom_op("hf_stable_attn::fwd", mutates_args=())
+def _fwd(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    cu_seqlens_q: Optional[Tensor],
+    cu_seqlens_k: Optional[Tensor],
+    max_seqlen_q: int,
+    max_seqlen_k: int,
+    softmax_scale: float,
+    causal: bool,
+    window_left: int,
+    window_right: int,
+    softcap: float,
+    dropout_p: float,
+    seed: Optional[Tensor],
+    stabilize: bool,
+    beta: float,
+    tie_window: float,
+    min_gap: float,
+    max_gap: float,
+    deterministic: bool,
+    backend: str,
+) -> tuple[Tensor, Tensor]:
+    """Forward; ``deterministic`` is only recorded for the backward."""
+    masking = dict(
+        cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q,
+        max_seqlen_k=max_seqlen_k, softmax_scale=softmax_scale, causal=causal,
+        window_left=window_left, window_right=window_right, softcap=softcap,
+        dropout_p=dropout_p, seed=_seed_value(seed),
+    )
+    if backend == "triton":
+        out, lse = _kernels().flash_attn_fwd(
+            q, k, v, **masking, stabilize=stabilize, beta=beta, tie_window=tie_window,
+            min_gap=min_gap, max_gap=max_gap,
+        )
+    else:
+        params = ShiftParams(stabilize, beta, tie_window, min_gap, max_gap)
+        out, lse = reference_forward(q, k, v, **masking, shift=params)
+    return out.contiguous(), lse.contiguous()
+
+
+@_fwd.register_fake
+def _fwd_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, *args):
+    if cu_seqlens_q is None:
+        lse = q.new_empty(q.shape[0], q.shape[2], q.shape[1], dtype=torch.float32)
+    else:
+        lse = q.new_empty(q.shape[1], q.shape[0], dtype=torch.float32)
+    return q.new_empty(q.shape), lse
+
+
+@torch.library.custom_op("hf_stable_attn::bwd", mutates_args=())
+def _bwd(
+    dout: Tensor,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    out: Tensor,
+    lse: Tensor,
+    cu_seqlens_q: Optional[Tensor],
+    cu_seqlens_k: Optional[Tensor],
+    max_seqlen_q: int,
+    max_seqlen_k: int,
+    softmax_scale: float,
+    causal: bool,
+    window_left: int,
+    window_right: int,
+    softcap: float,
+    dropout_p: float,
+    seed: Optional[Tensor],
+    deterministic: bool,
+    backend: str,
+) -> tuple[Tensor, Tensor, Tensor]:
+    masking = dict(
+        cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q,
+        max_seqlen_k=max_seqlen_k, softmax_scale=softmax_scale, causal=causal,
+        window_left=window_left, window_right=window_right, softcap=softcap,
+        dropout_p=dropout_p, seed=_seed_value(seed),
+    )
+    dout = dout.contiguous()
+    if backend == "triton":
+        grads = _kernels().flash_attn_bwd(
+            dout, q, k, v, out, lse, **masking, deterministic=deterministic
+        )
+    else:
+        grads = reference_backward(dout, q, k, v, out, lse, **masking)
+    return tuple(g.contiguous() for g in grads)
+
+
+@_bwd.register_fake
+def _bwd_fake(dout, q, k, v, *args):
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
+_FWD_ARGS = (
+    "q", "k", "v", "cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k",
+    "softmax_scale", "causal", "window_left", "window_right", "softcap", "dropout_p", "seed",
+    "stabilize", "beta", "tie_window", "min_gap", "max_gap", "deterministic", "backend",
+)
+
+
+def _setup_context(ctx, inputs, output):
+    args = dict(zip(_FWD_ARGS, inputs))
+    out, lse = output
+    ctx.save_for_backward(
+        args["q"], args["k"], args["v"], out, lse, args["cu_seqlens_q"], args["cu_seqlens_k"],
+        args["seed"],
+    )
+    ctx.static = {
+        name: args[name]
+        for name in (
+            "max_seqlen_q", "max_seqlen_k", "softmax_scale", "causal", "window_left",
+            "window_right", "softcap", "dropout_p", "deterministic", "backend",
+        )
+    }
+
+
+def _backward(ctx, dout, dlse):
+    q, k, v, out, lse, cu_q, cu_k, seed = ctx.saved_tensors
+    st = ctx.static
+    dq, dk, dv = _bwd(
+        dout, q, k, v, out, lse, cu_q, cu_k, st["max_seqlen_q"], st["max_seqlen_k"],
+        st["softmax_scale"], st["causal"], st["window_left"], st["window_right"], st["softcap"],
+        st["dropout_p"], seed, st["deterministic"], st["backend"],
+    )
+    return (dq, dk, dv) + (None,) * (len(_FWD_ARGS) - 3)
+
+
+_fwd.register_autograd(_backward, setup_context=_setup_context)
+
+
+def resolve_backend(backend: str, q: Tensor) -> str:
+    """'auto' -> 'triton' for CUDA bf16/fp16 tensors, else 'reference' (logged for fp32 CUDA)."""
+    if backend != "auto":
+        return backend
+    if q.is_cuda and q.dtype in KERNEL_DTYPES:
+        return "triton"
+    if q.is_cuda:
+        _log_fp32_fallback(q.dtype)
+    return "reference"
+
+
+_warned: set[str] = set()
+
+
+def _log_fp32_fallback(dtype: torch.dtype) -> None:
+    if "fp32" not in _warned:
+        _warned.add("fp32")
+        logger.warning(
+            "hf_stable_attn: the Triton kernel runs bf16/fp16; %s CUDA inputs use the (slow) "
+            "reference path. Load the model in bfloat16 or use autocast for speed.",
+            dtype,
+        )
+
+
+def validate_inputs(q: Tensor, k: Tensor, v: Tensor, backend: str, packed: bool) -> None:
+    """Raise a clear error for inputs the op cannot honour."""
+    rank = 3 if packed else 4
+    layout = "(total_tokens, heads, head_dim)" if packed else "(batch, seqlen, heads, head_dim)"
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.dim() != rank:
+            raise ValueError(f"{name} must be {layout}, got shape {tuple(t.shape)}")
+    if not (q.device == k.device == v.device):
+        raise ValueError(
+            f"q, k, v are on different devices ({q.device}, {k.device}, {v.device}); move them to one device"
+        )
+    if not (q.dtype == k.dtype == v.dtype):
+        raise TypeError(f"q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    allowed = KERNEL_DTYPES if backend == "triton" else REFERENCE_DTYPES
+    if q.dtype not in allowed:
+        raise TypeError(
+            f"dtype {q.dtype} is not supported by the {backend} backend; use one of {allowed}"
+        )
+    if q.shape[-1] > MAX_HEAD_DIM or v.shape[-1] != q.shape[-1] or k.shape[-1] != q.shape[-1]:
+        raise ValueError(
+            f"head dims must be equal and <= {MAX_HEAD_DIM}, got q {q.shape[-1]}, k {k.shape[-1]}, v {v.shape[-1]}"
+        )
+    if q.shape[-2] % k.shape[-2] != 0 or k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"query heads ({q.shape[-2]}) must be a multiple of key/value heads ({k.shape[-2]}, {v.shape[-2]})"
+        )
+    if not packed and (q.shape[0] != k.shape[0] or k.shape[:2] != v.shape[:2]):
+        raise ValueError(
+            f"batch/seqlen mismatch: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+        )
+
+
+def attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    cu_seqlens_q: Optional[Tensor],
+    cu_seqlens_k: Optional[Tensor],
+    max_seqlen_q: int,
+    max_seqlen_k: int,
+    softmax_scale: float,
+    causal: bool,
+    window_left: int,
+    window_right: int,
+    softcap: float,
+    dropout_p: float,
+    shift: ShiftParams,
+    backend: str,
+    deterministic: bool = True,
+) -> tuple[Tensor, Tensor]:
+    """Differentiable stabilized attention; returns ``(out, lse)``. Layouts: docs/design.md."""
+    seed = None
+    if dropout_p > 0.0:
+        seed = torch.randint(0, 2**62, (), dtype=torch.int64)
+    return _fwd(
+        q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
+        float(softmax_scale), bool(causal), int(window_left), int(window_right), float(softcap),
+        float(dropout_p), seed, shift.stabilize, shift.beta, shift.tie_window, shift.min_gap,
+        shift.max_gap, bool(deterministic), backend,
+    )
+
