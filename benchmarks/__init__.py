@@ -1,0 +1,1 @@
+"""Benchmarks of hf-stable-attn against its peers (run as ``python -m benchmarks.<script>``)."""

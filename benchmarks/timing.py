@@ -1,0 +1,100 @@
+"""Timing, peak memory and the time budget, shared by the benchmarks.
+
+On CUDA the steady-state time is ``triton.testing.do_bench``'s median: CUDA events around each
+call, the L2 cache flushed before each call (so repeated runs never measure a warm cache), its own
+warm-up on top of ours. On the CPU (smoke tests only) it is the median of ``perf_counter`` laps.
+The first call of every timed function is measured apart (``first_call``): it holds Triton
+autotuning, ``torch.compile`` and cuDNN plan building, which must never leak into the median.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Callable, Sequence, TypeVar
+
+import torch
+
+T = TypeVar("T")
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _clear_grads(tensors: Sequence[torch.Tensor] | None) -> None:
+    for t in tensors or ():
+        t.grad = None
+
+
+def first_call(fn: Callable[[], T], device: torch.device) -> tuple[float, T]:
+    """``(wall seconds, result)`` of one synchronized call: the warm-up that compiles and autotunes."""
+    synchronize(device)
+    start = time.perf_counter()
+    result = fn()
+    synchronize(device)
+    return time.perf_counter() - start, result
+
+
+def median_ms(
+    fn: Callable[[], object],
+    device: torch.device,
+    *,
+    grad_to_none: Sequence[torch.Tensor] | None = None,
+    warmup_ms: float = 25.0,
+    rep_ms: float = 100.0,
+    cpu_reps: int = 3,
+) -> float:
+    """Median milliseconds per call of ``fn`` once warm; ``grad_to_none`` reset before each call."""
+    if device.type == "cuda":
+        import triton.testing
+
+        return float(
+            triton.testing.do_bench(
+                fn, warmup=warmup_ms, rep=rep_ms, grad_to_none=grad_to_none, return_mode="median"
+            )
+        )
+    laps = []
+    for _ in range(cpu_reps):
+        _clear_grads(grad_to_none)
+        start = time.perf_counter()
+        fn()
+        laps.append(time.perf_counter() - start)
+    return 1e3 * statistics.median(laps)
+
+
+def peak_extra_mb(
+    fn: Callable[[], object],
+    device: torch.device,
+    *,
+    grad_to_none: Sequence[torch.Tensor] | None = None,
+) -> float | None:
+    """MiB allocated at the peak of one call beyond what was allocated before it (None on CPU).
+
+    That is the call's own footprint: outputs, saved activations, gradients and workspace, not the
+    inputs it was given.
+    """
+    if device.type != "cuda":
+        return None
+    _clear_grads(grad_to_none)
+    torch.cuda.synchronize(device)
+    before = torch.cuda.memory_allocated(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    fn()
+    torch.cuda.synchronize(device)
+    return (torch.cuda.max_memory_allocated(device) - before) / 2**20
+
+
+class Budget:
+    """A wall-clock budget: ``fits(expected_s)`` says whether one more unit of work still fits."""
+
+    def __init__(self, seconds: float | None):
+        self.seconds = seconds
+        self.start = time.perf_counter()
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+    def fits(self, expected_s: float = 0.0) -> bool:
+        return self.seconds is None or self.elapsed() + expected_s <= self.seconds

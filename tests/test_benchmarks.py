@@ -1,0 +1,132 @@
+"""CPU smoke tests of the benchmark plumbing: records, JSON schema, budget, tables.
+
+The GPU numbers come from ``benchmarks/gpu_run.sh``; here the same code paths run on tiny shapes
+with the reference backend and SDPA's CPU backends, so a broken record or table shows up in CI.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from benchmarks import bench_attention, bench_e2e, make_tables  # noqa: E402
+
+RECORD_KEYS = {
+    "impl", "dtype", "seqlen", "batch", "heads_q", "heads_kv", "head_dim", "causal", "mode",
+    "ms", "tflops", "peak_mem_mb",
+}
+
+
+def test_flop_convention():
+    shape = bench_attention.Shape("bf16", 1024, 4, 16, 2, 128, causal=False)
+    fwd = 4.0 * 4 * 16 * 1024 * 1024 * 128
+    assert bench_attention.attention_flops(shape, "fwd") == fwd
+    assert bench_attention.attention_flops(shape, "bwd") == 2.5 * fwd
+    assert bench_attention.attention_flops(shape, "fwd_bwd") == 3.5 * fwd
+    causal = bench_attention.Shape("bf16", 1024, 4, 16, 2, 128, causal=True)
+    assert bench_attention.attention_flops(causal, "fwd_bwd") == 3.5 * fwd / 2
+
+
+def test_quick_sweep_keeps_tokens_fixed_and_orders_targets_first():
+    args = bench_attention.parse_args(["--quick", "--device", "cuda"])
+    assert args.dtypes == ["bf16"] and set(args.modes) == {"fwd", "fwd_bwd"}
+    assert args.impls == list(bench_attention.IMPLS_CUDA)
+    shapes = bench_attention.sweep_shapes(
+        args.dtypes, args.seqlens, args.head_dims, [True, False], args.kv_groups, args.total_tokens, args.hidden
+    )
+    assert len(shapes) == 4 * 2 * 2 * 2
+    assert {s.batch * s.seqlen for s in shapes} == {16384}
+    assert {s.heads_q * s.head_dim for s in shapes} == {2048}
+    assert {s.heads_q // s.heads_kv for s in shapes} == {1, 8}
+    # a time budget cuts the tail: seqlen 1024 (outside the targets) comes last
+    assert shapes[0].seqlen == 4096 and shapes[0].head_dim == 128
+    assert {s.seqlen for s in shapes[-8:]} == {1024}
+
+
+def test_attention_cpu_smoke_records_budget_and_tables(tmp_path):
+    out = tmp_path / "attention.json"
+    result = bench_attention.main([
+        "--device", "cpu", "--dtypes", "bf16", "--total-tokens", "64", "--hidden", "32",
+        "--seqlens", "32", "16", "--head-dims", "16", "--kv-groups", "2", "--causal", "true",
+        "--impls", "stable_flash", "stable_flash_nofix", "sdpa_math", "sdpa_cudnn",
+        "--time-budget-s", "0", "--out", str(out),
+    ])
+    data = json.loads(out.read_text())
+    assert data["records"] == result["records"]
+    assert {"gpu", "versions", "date", "records"} <= data.keys()
+    assert data["gpu"] == "cpu" and data["versions"]["torch"]
+    # the budget of 0 s lets the first shape run and nothing after it
+    assert {r["seqlen"] for r in data["records"]} == {32}
+    assert [s["seqlen"] for s in data["not_run"]] == [16]
+    assert len(data["records"]) == 4 * 3
+    for r in data["records"]:
+        assert RECORD_KEYS <= r.keys()
+        assert (r["heads_q"], r["heads_kv"], r["batch"]) == (2, 1, 2)
+        if r["impl"] == "sdpa_cudnn":  # no cuDNN on the CPU: a refusal, recorded
+            assert r["error"] and r["ms"] is None and r["tflops"] is None
+            continue
+        assert "error" not in r, r
+        assert r["ms"] > 0 and math.isfinite(r["ms"])
+        shape = bench_attention.Shape(**{k: r[k] for k in ("dtype", "seqlen", "batch", "heads_q", "heads_kv", "head_dim", "causal")})
+        assert r["tflops"] == pytest.approx(bench_attention.attention_flops(shape, r["mode"]) / r["ms"] / 1e9)
+        assert r["rel_err"] < 2e-2  # NaN fails here too
+        assert r["compile_s"] >= 0
+    sdpa = [r for r in data["records"] if r["impl"] == "sdpa_math"]
+    assert {r["gqa_via"] for r in sdpa} == {"enable_gqa"}
+
+    tables = make_tables.render([str(out)])
+    assert "#### bf16 fwd_bwd: TFLOP/s" in tables and "#### bf16 bwd: TFLOP/s" in tables
+    assert "fix cost" in tables and "ours/cuDNN" in tables
+    assert "| 32 | 16 | yes | 2/1 | 2 |" in tables
+    assert "#### Refusals" in tables and "`sdpa_cudnn`" in tables
+    doc = tmp_path / "doc.md"
+    doc.write_text(f"intro\n{make_tables.BEGIN}\nold\n{make_tables.END}\noutro\n")
+    make_tables.main([str(out), "--doc", str(doc)])
+    text = doc.read_text()
+    assert text.startswith("intro\n") and text.endswith("outro\n") and "old" not in text and "sdpa_math" in text
+
+
+def test_target_summary_ratios():
+    def rec(impl, tflops, seqlen=4096, head_dim=128):
+        return {"impl": impl, "dtype": "bf16", "mode": "fwd_bwd", "seqlen": seqlen, "head_dim": head_dim,
+                "causal": True, "heads_q": 16, "heads_kv": 16, "batch": 4, "tflops": tflops}
+
+    records = [rec("stable_flash", 400.0), rec("stable_flash_nofix", 420.0), rec("sdpa_flash", 300.0),
+               rec("flex", 410.0), rec("sdpa_cudnn", 500.0),
+               rec("stable_flash", 1.0, seqlen=1024), rec("flex", 1000.0, seqlen=1024)]  # outside the targets
+    rows = {line.split(" | ")[0].strip("| "): line for line in make_tables.target_summary(records)[2:]}
+    assert "1.333" in rows["ours / sdpa_flash (FA2)"] and rows["ours / sdpa_flash (FA2)"].endswith("| met |")
+    assert "0.976" in rows["ours / flex"] and "not met" in rows["ours / flex"]
+    assert "0.800" in rows["ours / sdpa_cudnn"] and rows["ours / sdpa_cudnn"].endswith("| met |")
+    assert "1.050" in rows["fix cost (nofix / fix)"] and "not met" in rows["fix cost (nofix / fix)"]
+
+
+def test_splice_needs_markers():
+    with pytest.raises(ValueError, match="markers"):
+        make_tables.splice("no markers here", "tables")
+
+
+def test_e2e_cpu_smoke(tmp_path):
+    out = tmp_path / "e2e.json"
+    bench_e2e.main([
+        "--device", "cpu", "--tiny", "--models", "gpt2-tiny", "--impls", "stable_flash", "sdpa",
+        "--steps", "1", "--warmup-steps", "0", "--gen-prompts", "2", "--gen-prompt-len", "4",
+        "--gen-new-tokens", "2", "--gen-reps", "1", "--out", str(out),
+    ])
+    data = json.loads(out.read_text())
+    assert data["gpu"] == "cpu" and data["benchmark"] == "e2e" and data["not_run"] == []
+    by = {(r["impl"], r["mode"]): r for r in data["records"]}
+    assert set(by) == {("stable_flash", "train"), ("sdpa", "train"), ("stable_flash", "generate"), ("sdpa", "generate")}
+    for r in by.values():
+        assert "error" not in r, r
+        assert {"impl", "model", "mode", "tokens_per_s", "ms_per_step", "peak_mem_mb"} <= r.keys()
+        assert r["tokens_per_s"] > 0 and r["ms_per_step"] > 0
+    # same seed, same weights, same batch: the attention implementations must agree on the loss
+    assert by[("stable_flash", "train")]["loss"] == pytest.approx(by[("sdpa", "train")]["loss"], rel=1e-2)
+    tables = make_tables.render([str(out)])
+    assert "| gpt2-tiny | train | 2×64 | autocast |" in tables and "stable_flash / sdpa" in tables
