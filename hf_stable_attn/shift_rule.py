@@ -39,12 +39,13 @@ _MAX_GAP = {torch.bfloat16: 64.0, torch.float16: 8.0, torch.float32: 64.0}
 def tie_window(dtype: torch.dtype) -> float:
     """Score distance below the row maximum at which ``exp`` still rounds to 1.0 in ``dtype``.
 
-    Round-to-nearest maps ``x`` to 1.0 for ``x > 1 - 2**-p`` (p = significand bits), so
-    ``exp(-d)`` becomes 1.0 for ``d < -ln(1 - 2**-p)``: 1.955e-3 for bf16, 2.44e-4 for fp16.
+    Below 1.0 the dtype's spacing is ``2**-p`` (p = significand bits), so round-to-nearest maps
+    ``x`` to 1.0 for ``x >= 1 - 2**-(p+1)`` and ``exp(-d)`` becomes 1.0 for
+    ``d <= -ln(1 - 2**-(p+1))``: 1.955e-3 for bf16, 2.44e-4 for fp16.
     """
     if dtype not in _SIGNIFICAND_BITS:
         raise TypeError(f"no tie window for dtype {dtype}; use bfloat16, float16 or float32")
-    return -math.log1p(-(2.0 ** -_SIGNIFICAND_BITS[dtype]))
+    return -math.log1p(-(2.0 ** -(_SIGNIFICAND_BITS[dtype] + 1)))
 
 
 @dataclass(frozen=True)
