@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+import traceback
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -263,6 +264,9 @@ def run_impl(name: str, shape: Shape, modes, inputs, ref, device, args) -> list[
                 break
             except Exception as exc:
                 errors.append((f"{gqa_via}: " if gqa_via else "") + str(exc)[:600])
+                if name not in _SDPA_BACKENDS:  # SDPA's refusals are expected; ours and flex's are bugs
+                    print(f"--- {name} {mode} {shape}:", file=sys.stderr)
+                    traceback.print_exc(limit=-6, file=sys.stderr)
                 if device.type == "cuda":
                     torch.cuda.empty_cache()
         if result is None:

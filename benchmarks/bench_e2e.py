@@ -31,6 +31,7 @@ import argparse
 import gc
 import statistics
 import sys
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -209,6 +210,8 @@ def run_unit(spec: ModelSpec, impl: str, mode: str, device: torch.device, args) 
     except Exception as exc:  # refused shape, missing backend, OOM: recorded, the run goes on
         oom = isinstance(exc, torch.cuda.OutOfMemoryError)
         message = ("OOM: " if oom else f"{type(exc).__name__}: ") + str(exc).strip()[:600]
+        print(f"--- {spec.name} {impl} {mode}:", file=sys.stderr)
+        traceback.print_exc(limit=-6, file=sys.stderr)
         return {**base, "tokens_per_s": None, "ms_per_step": None, "peak_mem_mb": None, "error": message}
     finally:
         gc.collect()
