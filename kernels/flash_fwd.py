@@ -130,7 +130,7 @@ def _fwd_kernel(
     l_off = b64 * stride_lb + h * stride_lh + q_start + offs_m
     tl.store(LSE + l_off, lse, mask=row_ok)
     if RETURN_SHIFT:
-        tl.store(SHIFT + l_off, shift * LN2_C, mask=row_ok)
+        tl.store(SHIFT + l_off, tl.where(has_keys, shift * LN2_C, float("inf")), mask=row_ok)
 
 
 # (BLOCK_M, BLOCK_N, num_warps, num_stages) tried per padded head dim.
@@ -169,7 +169,7 @@ def flash_attn_fwd(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
             in natural-log units (``shift_rule.ShiftParams``).
     Returns:
         out like q; lse fp32 (B, Hq, Sq) or (Hq, Tq); with ``return_shift`` also the per-row
-        final shift (natural-log units, lse's layout).
+        final shift (natural-log units, lse's layout, +inf on rows that see no key).
     """
     varlen = cu_seqlens_q is not None
     q, k, v = (last_dim_contiguous(t) for t in (q, k, v))

@@ -1,0 +1,308 @@
+"""The Triton kernels under ``TRITON_INTERPRET=1`` on small shapes (CPU, CI).
+
+Triton decides at import time whether ``@triton.jit`` functions (its own ``tl.rand`` included)
+are interpreted, so these tests need a process whose environment had ``TRITON_INTERPRET=1``
+before triton was imported. In any other process (the whole suite in one pytest run, or the GPU
+machine) the module runs one test that re-runs this file in a child pytest with the variable set.
+
+Each case compares the kernel with ``hf_stable_attn.reference`` (same numerics: differences of a
+rounding step at most) and with a float64 oracle under the flash-attention rule (forward <= 2x,
+gradients <= 3x the same-dtype plain PyTorch error). The interpreter runs 16x16 tiles, so 40 keys
+span three tiles and ties can be split across tiles.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+INTERPRETING = os.environ.get("TRITON_INTERPRET") == "1"
+
+
+@pytest.mark.skipif(INTERPRETING, reason="already in the interpreter process")
+def test_interpreter_suite_in_child_process():
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", __file__, "-q", "-x", "-m", "not gpu", "-p", "no:cacheprovider"],
+        env=env, capture_output=True, text=True, timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+
+
+interp = pytest.mark.skipif(not INTERPRETING, reason="runs in the TRITON_INTERPRET=1 child")
+
+if INTERPRETING:
+    pytest.importorskip("triton")
+    from hf_stable_attn.kernels import flash_attn_bwd, flash_attn_fwd
+
+from hf_stable_attn.dropout import keep_mask  # noqa: E402
+from hf_stable_attn.reference import reference_backward, reference_forward  # noqa: E402
+from hf_stable_attn.shift_rule import shift_params  # noqa: E402
+from hf_stable_attn.testing import attention_oracle, check_flash_rule, max_error  # noqa: E402
+
+
+
+def _masking(**kw):
+    base = dict(cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None,
+                softmax_scale=None, causal=False, window_left=-1, window_right=-1, softcap=0.0,
+                dropout_p=0.0, seed=0)
+    base.update(kw)
+    return base
+
+
+def _kernel_args(q, k, m):
+    m = dict(m)
+    if m["cu_seqlens_q"] is None:
+        m["max_seqlen_q"], m["max_seqlen_k"] = q.shape[1], k.shape[1]
+    if m["softmax_scale"] is None:
+        m["softmax_scale"] = q.shape[-1] ** -0.5
+    return m
+
+
+def run_kernel(q, k, v, m, params, return_shift=False):
+    return flash_attn_fwd(
+        q, k, v, **_kernel_args(q, k, m), stabilize=params.stabilize, beta=params.beta,
+        tie_window=params.tie_window, min_gap=params.min_gap, max_gap=params.max_gap,
+        shift_single=params.shift_single, return_shift=return_shift,
+    )
+
+
+def run_kernel_bwd(dout, q, k, v, out, lse, m):
+    return flash_attn_bwd(dout, q, k, v, out, lse, **_kernel_args(q, k, m), deterministic=True)
+
+
+def _inputs(shape_q, shape_k, dtype=torch.bfloat16, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(shape_q, generator=g).to(dtype)
+    k = torch.randn(shape_k, generator=g).to(dtype)
+    v = torch.randn(shape_k, generator=g).to(dtype)
+    return q, k, v
+
+
+def _ulp_tol(ref: torch.Tensor) -> float:
+    """Two rounding steps of the dtype at the tensor's scale (the kernel and the reference
+    sum in different orders, so a value may land one step apart)."""
+    eps = torch.finfo(ref.dtype).eps
+    return 2 * eps * max(ref.float().abs().max().item(), 1e-3)
+
+
+def check_vs_reference(q, k, v, m, params):
+    """Forward of kernel and reference agree to a rounding step; returns both (out, lse)."""
+    out, lse = run_kernel(q, k, v, m, params)
+    ref_out, ref_lse = reference_forward(q, k, v, **m, shift=params, block_n=16)
+    assert not torch.isnan(out).any() and not torch.isnan(lse).any()
+    assert max_error(out, ref_out) <= _ulp_tol(ref_out)
+    finite = torch.isfinite(ref_lse)
+    assert torch.equal(finite, torch.isfinite(lse))
+    assert max_error(lse[finite], ref_lse[finite]) <= 1e-5 * (1 + ref_lse[finite].abs().max().item())
+    return (out, lse), (ref_out, ref_lse)
+
+
+def check_case(q, k, v, m, params=None, grads=True, seed=1):
+    """Kernel vs reference (tight) and vs the float64 oracle (flash-attention rule)."""
+    params = params or shift_params(q.dtype)
+    (out, lse), (ref_out, ref_lse) = check_vs_reference(q, k, v, m, params)
+    oracle = dict(m)
+    exact = attention_oracle(q, k, v, **oracle)
+    plain = attention_oracle(q, k, v, **oracle, compute_dtype=q.dtype)
+    check_flash_rule("out", out, plain, exact, 2.0, slack=1e-3)
+    if not grads:
+        return out, lse
+    dout = torch.randn(q.shape, generator=torch.Generator().manual_seed(seed)).to(q.dtype)
+    dq, dk, dv = run_kernel_bwd(dout, q, k, v, out, lse, m)
+    rq, rk, rv = reference_backward(dout, q, k, v, ref_out, ref_lse, **m, block_n=16)
+    for name, got, ref in (("dq", dq, rq), ("dk", dk, rk), ("dv", dv, rv)):
+        assert not torch.isnan(got).any(), name
+        assert max_error(got, ref) <= 2 * _ulp_tol(ref), name
+
+    def grads_of(dtype):
+        leaves = [t.detach().to(dtype).requires_grad_() for t in (q, k, v)]
+        o = attention_oracle(*leaves, **oracle, compute_dtype=dtype)
+        o.backward(dout.to(dtype))
+        return [t.grad for t in leaves]
+
+    exact_g, plain_g = grads_of(torch.float64), grads_of(q.dtype)
+    for name, got, pl, ex in zip(("dq", "dk", "dv"), (dq, dk, dv), plain_g, exact_g):
+        check_flash_rule(name, got, pl, ex, 3.0, slack=2e-3)
+    return out, lse
+
+
+@interp
+@pytest.mark.parametrize("hk,causal", [(4, False), (2, True), (1, True)], ids=["mha", "gqa-causal", "mqa-causal"])
+def test_dense_tails_gqa(hk, causal):
+    q, k, v = _inputs((2, 37, 4, 24), (2, 45, hk, 24))
+    check_case(q, k, v, _masking(causal=causal))
+
+
+@interp
+@pytest.mark.parametrize("sq,sk", [(19, 40), (40, 19), (1, 33)])
+def test_causal_q_len_differs(sq, sk):
+    """Bottom-right alignment; (40, 19) has rows that see no key (out 0, lse +inf)."""
+    q, k, v = _inputs((2, sq, 4, 16), (2, sk, 2, 16), seed=sq)
+    out, lse = check_case(q, k, v, _masking(causal=True))
+    if sq > sk:
+        dead = sq - sk
+        assert torch.isinf(lse[:, :, :dead]).all() and (lse[:, :, :dead] > 0).all()
+        assert (out[:, :dead] == 0).all()
+
+
+@interp
+def test_fully_masked_rows_give_zero_gradients():
+    q, k, v = _inputs((1, 40, 2, 16), (1, 19, 2, 16), seed=7)
+    m = _masking(causal=True)
+    params = shift_params(q.dtype)
+    out, lse = run_kernel(q, k, v, m, params)
+    dq, dk, dv = run_kernel_bwd(torch.ones_like(q), q, k, v, out, lse, m)
+    assert torch.isfinite(dq).all() and torch.isfinite(dk).all() and torch.isfinite(dv).all()
+    assert (dq[:, :21] == 0).all()
+
+
+@interp
+def test_window_softcap_fp16():
+    q, k, v = _inputs((2, 33, 2, 32), (2, 41, 2, 32), dtype=torch.float16, seed=3)
+    check_case(q, k, v, _masking(window_left=9, window_right=4, softcap=5.0))
+
+
+@interp
+def test_varlen_matches_reference_and_oracle():
+    lens_q, lens_k = [5, 17, 1, 30], [9, 17, 20, 30]
+    cu_q = torch.tensor([0] + torch.tensor(lens_q).cumsum(0).tolist(), dtype=torch.int32)
+    cu_k = torch.tensor([0] + torch.tensor(lens_k).cumsum(0).tolist(), dtype=torch.int32)
+    q, k, v = _inputs((sum(lens_q), 4, 40), (sum(lens_k), 2, 40), seed=11)  # GQA, padded D
+    check_case(q, k, v, _masking(cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=30,
+                                 max_seqlen_k=30, causal=True))
+
+
+@interp
+def test_dropout_mask_is_the_reference_mask():
+    """With V = identity rows, out[i, j] != 0 exactly where key j was kept."""
+    b, h, s, p, seed = 2, 2, 32, 0.3, 1234
+    q = (0.1 * torch.randn(b, s, h, 32)).to(torch.bfloat16)
+    k = (0.1 * torch.randn(b, s, h, 32)).to(torch.bfloat16)
+    v = torch.eye(32).expand(b, h, s, 32).transpose(1, 2).contiguous().to(torch.bfloat16)
+    m = _masking(dropout_p=p, seed=seed)
+    out, _ = run_kernel(q, k, v, m, shift_params(q.dtype))
+    kept = (out != 0).transpose(1, 2)  # (b, h, i, j)
+    expected = keep_mask(seed, p, b, h, s, s)
+    assert torch.equal(kept, expected)
+    rate = kept.float().mean().item()
+    assert abs(rate - (1 - p)) < 4 * math.sqrt(p * (1 - p) / kept.numel())
+
+
+@interp
+def test_dropout_forward_backward_match_reference():
+    q, k, v = _inputs((1, 35, 4, 16), (1, 35, 2, 16), seed=5)
+    check_case(q, k, v, _masking(dropout_p=0.2, seed=99, causal=True))
+
+
+@interp
+def test_stabilize_false_matches_reference():
+    q, k, v = _inputs((1, 37, 2, 16), (1, 45, 2, 16), seed=8)
+    check_case(q, k, v, _masking(), params=shift_params(q.dtype, stabilize=False), grads=False)
+
+
+def _tied_inputs(positions, sq=24, sk=40, d=16, scale_up=3.0):
+    """Rows whose largest score repeats exactly at the keys ``positions`` (bf16 inputs)."""
+    g = torch.Generator().manual_seed(21)
+    u = torch.randn(d, generator=g)
+    q = (0.3 * torch.randn(1, sq, 1, d, generator=g) + u).to(torch.bfloat16)
+    k = (0.3 * torch.randn(1, sk, 1, d, generator=g)).to(torch.bfloat16)
+    for j in positions:
+        k[0, j, 0] = (scale_up * u).to(torch.bfloat16)
+    v = torch.randn(1, sk, 1, d, generator=g).to(torch.bfloat16)
+    return q, k, v
+
+
+def _p_max(q, k, shift, scale):
+    """Largest bf16(exp(S - shift)) per row, S in fp32 as the kernel computes it."""
+    s = (q[0, :, 0].float() @ k[0, :, 0].float().T) * scale
+    return torch.exp(s - shift[0, 0][:, None]).to(torch.bfloat16).float().max(-1).values
+
+
+@interp
+@pytest.mark.parametrize("positions", [(3, 9), (5, 29), (2, 17, 33)], ids=["one-tile", "two-tiles", "three-tiles"])
+def test_structural_no_p_rounds_to_one_on_tied_rows(positions):
+    q, k, v = _tied_inputs(positions)
+    m = _masking()
+    scale = q.shape[-1] ** -0.5
+    s = (q[0, :, 0].float() @ k[0, :, 0].float().T) * scale
+    top = s.topk(2, -1).values
+    assert (top[:, 0] == top[:, 1]).all() and (top[:, 0] > 0).all(), "construction must tie"
+
+    _, _, shift = run_kernel(q, k, v, m, shift_params(q.dtype), return_shift=True)
+    assert (_p_max(q, k, shift, scale) < 1.0).all()
+    _, _, ref_shift = reference_forward(q, k, v, shift=shift_params(q.dtype), return_shift=True)
+    assert max_error(shift, ref_shift) <= 1e-5 * (1 + ref_shift.abs().max().item())
+
+    _, _, plain_shift = run_kernel(q, k, v, m, shift_params(q.dtype, stabilize=False), return_shift=True)
+    assert (_p_max(q, k, plain_shift, scale) == 1.0).all()
+    # Rows this peaked are where the shift's rounded P (vs the unrounded l) costs up to 2^-9
+    # relative in the output, so the flash-attention rule is not the yardstick here: the
+    # reference is (and dQ is dominated by delta's cancellation on two equal keys).
+    check_vs_reference(q, k, v, m, shift_params(q.dtype))
+
+
+def _scored(values_a, values_b, sk=40):
+    """One query row whose scores (softmax_scale 1) are ``values_a[j] + values_b[j]`` exactly."""
+    q = torch.zeros(1, 1, 1, 16, dtype=torch.bfloat16)
+    q[..., 0] = 1
+    q[..., 1] = 1
+    k = torch.zeros(1, sk, 1, 16, dtype=torch.bfloat16)
+    k[0, :, 0, 0] = torch.tensor(values_a, dtype=torch.bfloat16)
+    k[0, :, 0, 1] = torch.tensor(values_b, dtype=torch.bfloat16)
+    v = torch.randn(1, sk, 1, 16, generator=torch.Generator().manual_seed(2)).to(torch.bfloat16)
+    return q, k, v
+
+
+@interp
+@pytest.mark.parametrize("gap", [1.0e-3, 1.8e-3, "0.5w", "0.95w", "1.5w", "3w"])
+def test_near_ties_across_tiles_use_the_dtype_window(gap):
+    """Max 2.0 at key 4, runner-up 2 - gap at key 35 (another tile): tied iff gap <= window.
+
+    1e-3 and 1.8e-3 lie inside bf16's rounding window (exp(-gap) rounds to 1.0 for
+    gap < -ln(1 - 2^-9) = 1.955e-3), so they must count as ties; "Nw" are multiples of the
+    window ``shift_params`` derives.
+    """
+    params = shift_params(torch.bfloat16)
+    if isinstance(gap, str):
+        gap = float(gap[:-1]) * params.tie_window
+    a = [0.5] * 40
+    b = [0.0] * 40
+    a[4], a[35] = 2.0, 2.0
+    b[35] = -gap
+    q, k, v = _scored(a, b)
+    actual_gap = -k[0, 35, 0, 1].float().item()
+    tied = actual_gap <= params.tie_window
+    assert tied or gap > 1.955e-3
+    m = _masking(softmax_scale=1.0)
+    _, _, shift = run_kernel(q, k, v, m, params, return_shift=True)
+    _, _, ref_shift = reference_forward(q, k, v, **m, shift=params, return_shift=True)
+    assert max_error(shift, ref_shift) <= 1e-5
+    m1 = 2.0
+    expected = m1 + min(max(m1, params.min_gap), params.max_gap) if tied else m1
+    assert shift.item() == pytest.approx(expected, abs=1e-5)
+    check_case(q, k, v, m, grads=False)
+
+
+@interp
+def test_large_row_max_beta8_no_underflow():
+    """m1 ~ 100 with beta 8: (beta - 1) * m1 is clamped to max_gap, no NaN, no zero row."""
+    a = [10.0] * 40
+    a[7], a[30] = 100.0, 100.0
+    q, k, v = _scored(a, [0.0] * 40)
+    m = _masking(softmax_scale=1.0)
+    params = shift_params(q.dtype, beta=8.0)
+    out, lse, shift = run_kernel(q, k, v, m, params, return_shift=True)
+    assert torch.isfinite(out).all() and torch.isfinite(lse).all()
+    assert shift.item() == pytest.approx(100.0 + params.max_gap, abs=1e-4)
+    assert lse.item() == pytest.approx(100.0 + math.log(2.0), abs=1e-4)
+    expected = (v[0, 7, 0].float() + v[0, 30, 0].float()) / 2
+    assert max_error(out[0, 0, 0], expected) <= 2e-2
+    check_vs_reference(q, k, v, m, params)
+    grads = run_kernel_bwd(torch.randn_like(q), q, k, v, out, lse, m)
+    assert all(torch.isfinite(g).all() for g in grads)
