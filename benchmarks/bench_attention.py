@@ -120,6 +120,7 @@ def reference_output(q, k, v, causal: bool) -> torch.Tensor:
     with torch.no_grad(), sdpa_kernel(backends):
         return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal).transpose(1, 2)
 
+
 _SDPA_BACKENDS = {
     "sdpa_cudnn": SDPBackend.CUDNN_ATTENTION,
     "sdpa_flash": SDPBackend.FLASH_ATTENTION,
