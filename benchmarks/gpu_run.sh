@@ -8,9 +8,9 @@
 # timeout keeps what was measured. Overrides (environment):
 #   ATTN_ARGS      arguments of the attention sweep (default "--quick"), e.g. to finish a cut run:
 #                  ATTN_ARGS="--quick --seqlens 8192 1024" SKIP_E2E=1 bash benchmarks/gpu_run.sh
-#   ATTN_BUDGET_S  attention time budget in seconds (default 270; hard timeout +50)
+#   ATTN_BUDGET_S  attention time budget in seconds (default 270; hard timeout +40)
 #   E2E_ARGS       extra arguments of the e2e benchmark (default none)
-#   E2E_BUDGET_S   e2e time budget in seconds (default 170; hard timeout +60)
+#   E2E_BUDGET_S   e2e time budget in seconds (default 170; hard timeout +50)
 #   SKIP_ATTN=1 / SKIP_E2E=1 to run only one part.
 set -uo pipefail
 : "${OUT:?set OUT to the folder whose files come back}"
@@ -25,13 +25,13 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.g
 
 if [ "${SKIP_ATTN:-0}" != 1 ]; then
     # shellcheck disable=SC2086  # ATTN_ARGS is a list of arguments
-    timeout -k 10 $((ATTN_BUDGET_S + 50)) "$PY" -m benchmarks.bench_attention ${ATTN_ARGS:---quick} \
+    timeout -k 10 $((ATTN_BUDGET_S + 40)) "$PY" -m benchmarks.bench_attention ${ATTN_ARGS:---quick} \
         --time-budget-s "$ATTN_BUDGET_S" --out-dir "$OUT" 2> "$OUT/attention.log"
     echo "attention exit status $?"
 fi
 if [ "${SKIP_E2E:-0}" != 1 ]; then
     # shellcheck disable=SC2086
-    timeout -k 10 $((E2E_BUDGET_S + 60)) "$PY" -m benchmarks.bench_e2e ${E2E_ARGS:-} \
+    timeout -k 10 $((E2E_BUDGET_S + 50)) "$PY" -m benchmarks.bench_e2e ${E2E_ARGS:-} \
         --time-budget-s "$E2E_BUDGET_S" --out-dir "$OUT" 2> "$OUT/e2e.log"
     echo "e2e exit status $?"
 fi
