@@ -16,7 +16,7 @@ set -uo pipefail
 : "${OUT:?set OUT to the folder whose files come back}"
 mkdir -p "$OUT"
 export PYTHONPATH="${PYTHONPATH:-$PWD}" HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-PY="${PYTHON:-python}"
+PY="${PYTHON:-$(command -v python || command -v python3)}"
 ATTN_BUDGET_S="${ATTN_BUDGET_S:-270}"
 E2E_BUDGET_S="${E2E_BUDGET_S:-170}"
 
