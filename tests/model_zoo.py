@@ -1,0 +1,57 @@
+"""Tiny models of every supported family, built from configs (no downloads)."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+import transformers
+
+VOCAB = 128
+COMMON = dict(vocab_size=VOCAB, max_position_embeddings=128, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+DECODER = dict(
+    COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+    num_key_value_heads=2,
+)
+WINDOW = 6  # sliding window shorter than the test sequences, so it matters
+
+FAMILIES = {
+    "gpt2": ("GPT2Config", "GPT2LMHeadModel", dict(
+        vocab_size=VOCAB, n_positions=128, n_embd=64, n_layer=2, n_head=4, attn_pdrop=0.0,
+        resid_pdrop=0.0, embd_pdrop=0.0, pad_token_id=0, bos_token_id=1, eos_token_id=2)),
+    "llama": ("LlamaConfig", "LlamaForCausalLM", dict(
+        DECODER, rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                               "high_freq_factor": 4.0, "original_max_position_embeddings": 32})),
+    "mistral": ("MistralConfig", "MistralForCausalLM", dict(DECODER, sliding_window=WINDOW, head_dim=16)),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", dict(DECODER)),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", dict(DECODER, head_dim=16)),
+    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", dict(
+        DECODER, head_dim=16, sliding_window=WINDOW, attn_logit_softcapping=5.0,
+        final_logit_softcapping=30.0, query_pre_attn_scalar=16)),
+    "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM", dict(
+        DECODER, head_dim=16, sliding_window=WINDOW, query_pre_attn_scalar=16,
+        layer_types=["sliding_attention", "full_attention"])),
+    "phi3": ("Phi3Config", "Phi3ForCausalLM", dict(DECODER, sliding_window=WINDOW + 10)),
+}
+
+
+def tiny_model(family: str, attn_implementation: str, dtype=torch.float32, seed: int = 0):
+    """A freshly initialised tiny model of ``family`` (same weights for the same seed)."""
+    config_name, model_name, kwargs = FAMILIES[family]
+    config = getattr(transformers, config_name)(**copy.deepcopy(kwargs))
+    torch.manual_seed(seed)
+    model = getattr(transformers, model_name)(config).to(dtype)
+    model.set_attn_implementation(attn_implementation)
+    return model
+
+
+def left_padded_batch(seed: int = 0, lengths=(11, 7, 13)):
+    """input_ids (B, S) and attention_mask with left padding; no special tokens inside."""
+    g = torch.Generator().manual_seed(seed)
+    seqlen = max(lengths)
+    ids = torch.randint(3, VOCAB, (len(lengths), seqlen), generator=g)
+    mask = torch.zeros_like(ids)
+    for row, n in enumerate(lengths):
+        mask[row, seqlen - n:] = 1
+        ids[row, : seqlen - n] = 0
+    return ids, mask

@@ -1,0 +1,109 @@
+"""The flash-attn style functional API and the custom ops (CPU, reference backend)."""
+
+import pytest
+import torch
+
+import hf_stable_attn
+from hf_stable_attn import flash_attn_func, flash_attn_varlen_func
+from hf_stable_attn.reference import reference_forward
+from hf_stable_attn.shift_rule import shift_params
+
+BF16 = torch.bfloat16
+
+
+def _qkv(b=2, sq=17, sk=23, hq=4, hk=2, d=32, dtype=BF16, requires_grad=False):
+    q = torch.randn(b, sq, hq, d, dtype=dtype, requires_grad=requires_grad)
+    k = torch.randn(b, sk, hk, d, dtype=dtype, requires_grad=requires_grad)
+    v = torch.randn(b, sk, hk, d, dtype=dtype, requires_grad=requires_grad)
+    return q, k, v
+
+
+def test_flash_attn_func_is_the_reference_with_flash_attn_arguments():
+    q, k, v = _qkv()
+    out, lse, probs = flash_attn_func(q, k, v, causal=True, window_size=(5, -1), softcap=4.0, return_attn_probs=True)
+    ref, ref_lse = reference_forward(q, k, v, causal=True, window_left=5, softcap=4.0)
+    assert probs is None
+    assert torch.equal(out, ref) and torch.equal(lse, ref_lse)
+    assert out.shape == q.shape and lse.shape == (2, 4, 17)
+
+
+def test_fix_options_are_keywords():
+    q, k, v = _qkv()
+    off = flash_attn_func(q, k, v, stabilize=False)
+    ref, _ = reference_forward(q, k, v, shift=shift_params(BF16, stabilize=False))
+    assert torch.equal(off, ref)
+    beta8 = flash_attn_func(q, k, v, beta=8.0, tie_tolerance=1e-2)
+    ref8, _ = reference_forward(q, k, v, shift=shift_params(BF16, beta=8.0, tie_tolerance=1e-2))
+    assert torch.equal(beta8, ref8)
+
+
+def test_varlen_matches_per_sequence_dense_calls():
+    lens = [5, 11, 1]
+    cu = torch.tensor([0, 5, 16, 17], dtype=torch.int32)
+    q = torch.randn(17, 4, 16, dtype=BF16)
+    k = torch.randn(17, 2, 16, dtype=BF16)
+    v = torch.randn(17, 2, 16, dtype=BF16)
+    out = flash_attn_varlen_func(q, k, v, cu, cu, max(lens), max(lens), causal=True)
+    for a, b in zip(cu[:-1].tolist(), cu[1:].tolist()):
+        alone = flash_attn_func(q[None, a:b], k[None, a:b], v[None, a:b], causal=True)[0]
+        torch.testing.assert_close(out[a:b], alone, rtol=0, atol=0)
+
+
+def test_gradients_flow_through_the_custom_op():
+    q, k, v = _qkv(requires_grad=True)
+    out = flash_attn_func(q, k, v, causal=True, dropout_p=0.1)
+    out.float().square().sum().backward()
+    for t in (q, k, v):
+        assert t.grad is not None and t.grad.shape == t.shape and torch.isfinite(t.grad).all()
+
+
+def test_dropout_is_fresh_per_call_and_zero_when_off():
+    torch.manual_seed(0)
+    q, k, v = _qkv()
+    a = flash_attn_func(q, k, v, dropout_p=0.3)
+    b = flash_attn_func(q, k, v, dropout_p=0.3)
+    assert not torch.equal(a, b)
+    assert torch.equal(flash_attn_func(q, k, v, dropout_p=0.0), flash_attn_func(q, k, v))
+
+
+def test_custom_op_passes_opcheck():
+    q, k, v = _qkv(b=1, sq=5, sk=7, hq=2, hk=1, d=8, dtype=torch.float32, requires_grad=True)
+    args = (q, k, v, None, None, 5, 7, 0.3, True, -1, -1, 0.0, 0.0, None, True, 2.0, 1e-3, 4e-3, 64.0, True, "reference")
+    torch.library.opcheck(torch.ops.hf_stable_attn.fwd.default, args)
+
+
+def test_set_default_options_changes_the_process_default():
+    q, k, v = _qkv()
+    try:
+        hf_stable_attn.set_default_options(stabilize=False)
+        off = flash_attn_func(q, k, v)
+    finally:
+        hf_stable_attn.set_default_options(stabilize=True)
+    assert torch.equal(off, flash_attn_func(q, k, v, stabilize=False))
+
+
+@pytest.mark.parametrize(
+    "make, error, match",
+    [
+        (lambda: _qkv(dtype=torch.float64), TypeError, "not supported"),
+        (lambda: _qkv(d=320), ValueError, "head dims"),
+        (lambda: _qkv(hq=3, hk=2), ValueError, "multiple"),
+        (lambda: (torch.randn(2, 3, 4), torch.randn(2, 3, 4), torch.randn(2, 3, 4)), ValueError, "batch, seqlen"),
+        (lambda: (_qkv()[0], _qkv()[1].to("meta"), _qkv()[2]), ValueError, "different devices"),
+    ],
+)
+def test_bad_inputs_get_clear_errors(make, error, match):
+    with pytest.raises(error, match=match):
+        flash_attn_func(*make())
+
+
+def test_unsupported_features_say_what_to_use():
+    q, k, v = _qkv()
+    with pytest.raises(NotImplementedError, match="ALiBi"):
+        flash_attn_func(q, k, v, alibi_slopes=torch.ones(4))
+    with pytest.raises(NotImplementedError, match="sinks"):
+        flash_attn_func(q, k, v, s_aux=torch.ones(4))
+    with pytest.raises(ValueError, match="backend"):
+        flash_attn_func(q, k, v, backend="cuda")
+    with pytest.raises(ValueError, match="beta"):
+        flash_attn_func(q, k, v, beta=0.5)

@@ -1,0 +1,135 @@
+"""stable_flash inside every supported transformers family, against eager attention (CPU)."""
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import pytest
+import torch
+from model_zoo import FAMILIES, left_padded_batch, tiny_model
+
+import hf_stable_attn
+from hf_stable_attn import ops
+
+
+def _loss_and_grads(model, ids, mask):
+    model.zero_grad()
+    # A label counts only if the position predicting it is a real token: with left padding the
+    # first real token would otherwise be predicted from a pad row, whose output is undefined.
+    predictor_is_real = torch.cat([torch.zeros_like(mask[:, :1]), mask[:, :-1]], dim=1)
+    labels = ids.masked_fill((mask == 0) | (predictor_is_real == 0), -100)
+    out = model(input_ids=ids, attention_mask=mask, labels=labels)
+    out.loss.backward()
+    grads = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
+    return out.logits.detach(), grads
+
+
+@pytest.mark.parametrize("padded", [False, True], ids=["full", "left-padded"])
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_logits_and_gradients_match_eager(family, padded):
+    ids, mask = left_padded_batch(seed=1)
+    if not padded:
+        mask = torch.ones_like(mask)
+    eager = tiny_model(family, "eager").train()
+    ours = tiny_model(family, "stable_flash").train()
+    logits_e, grads_e = _loss_and_grads(eager, ids, mask)
+    logits_o, grads_o = _loss_and_grads(ours, ids, mask)
+    valid = mask.bool()
+    torch.testing.assert_close(logits_o[valid], logits_e[valid], rtol=1e-4, atol=1e-4)
+    assert grads_o.keys() == grads_e.keys()
+    for name in grads_e:
+        torch.testing.assert_close(grads_o[name], grads_e[name], rtol=1e-3, atol=1e-5, msg=name)
+
+
+@pytest.mark.parametrize("cache", ["dynamic", "static"])
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_greedy_generate_matches_eager(family, cache):
+    ids, mask = left_padded_batch(seed=2, lengths=(9, 5, 12))
+    kwargs = dict(max_new_tokens=6, do_sample=False, attention_mask=mask, pad_token_id=0)
+    if cache == "static":
+        kwargs["cache_implementation"] = "static"
+    expected = tiny_model(family, "eager").eval().generate(ids, **kwargs)
+    got = tiny_model(family, "stable_flash").eval().generate(ids, **kwargs)
+    assert torch.equal(got, expected)
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma2", "gpt2"])
+def test_bf16_matches_eager_within_bf16_tolerance(family):
+    ids, mask = left_padded_batch(seed=3)
+    eager = tiny_model(family, "eager", dtype=torch.bfloat16).eval()
+    ours = tiny_model(family, "stable_flash", dtype=torch.bfloat16).eval()
+    with torch.no_grad():
+        a = eager(input_ids=ids, attention_mask=mask).logits.float()
+        b = ours(input_ids=ids, attention_mask=mask).logits.float()
+    valid = mask.bool()
+    assert torch.isfinite(b).all()
+    assert (a[valid] - b[valid]).abs().max() < 0.1 * a[valid].abs().max()
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen3"])
+def test_packed_sequences_match_unpacked(family):
+    from transformers import DataCollatorWithFlattening
+
+    g = torch.Generator().manual_seed(4)
+    features = [{"input_ids": torch.randint(3, 128, (n,), generator=g).tolist()} for n in (7, 12, 4)]
+    packed = DataCollatorWithFlattening(return_tensors="pt")(features)
+    model = tiny_model(family, "stable_flash").eval()
+    with torch.no_grad():
+        logits = model(input_ids=packed["input_ids"], position_ids=packed["position_ids"]).logits[0]
+        start = 0
+        for f in features:
+            n = len(f["input_ids"])
+            alone = model(input_ids=torch.tensor([f["input_ids"]])).logits[0]
+            torch.testing.assert_close(logits[start:start + n], alone, rtol=1e-4, atol=1e-4)
+            start += n
+
+
+def test_torch_compile_fullgraph_forward_backward():
+    model = tiny_model("llama", "stable_flash").train()
+    ids, _ = left_padded_batch(seed=5, lengths=(12, 12))
+    compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
+    loss = compiled(input_ids=ids, labels=ids).loss
+    loss.backward()
+    expected = tiny_model("llama", "stable_flash").train()(input_ids=ids, labels=ids).loss
+    torch.testing.assert_close(loss, expected, rtol=1e-5, atol=1e-5)
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+
+
+def test_per_model_options_reach_the_op(monkeypatch):
+    seen = []
+    real = ops.attention
+
+    def spy(*args, **kwargs):
+        seen.append((kwargs["shift"].stabilize, kwargs["shift"].beta))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ops, "attention", spy)
+    fixed = tiny_model("llama", "stable_flash").eval()
+    plain = tiny_model("llama", "stable_flash").eval()
+    hf_stable_attn.configure(fixed, beta=6.0)
+    hf_stable_attn.configure(plain, stabilize=False)
+    ids, _ = left_padded_batch(seed=6, lengths=(8,))
+    with torch.no_grad():
+        fixed(input_ids=ids)
+        plain(input_ids=ids)
+    assert seen == [(True, 6.0)] * 2 + [(False, 2.0)] * 2
+    assert fixed.config.stable_flash["beta"] == 6.0
+    assert fixed.config.to_dict()["stable_flash"]["beta"] == 6.0  # saved with the config
+
+
+def test_from_pretrained_and_set_attn_implementation(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    tiny_model("qwen2", "eager").save_pretrained(tmp_path)
+    model = AutoModelForCausalLM.from_pretrained(tmp_path, attn_implementation="stable_flash")
+    assert model.config._attn_implementation == "stable_flash"
+    model.set_attn_implementation("sdpa")
+    model.set_attn_implementation("stable_flash")
+    assert model.config._attn_implementation == "stable_flash"
+
+
+def test_output_attentions_gives_a_clear_error():
+    model = tiny_model("llama", "stable_flash").eval()
+    ids, _ = left_padded_batch(seed=7, lengths=(5,))
+    with pytest.raises(ValueError, match="output_attentions"):
+        model(input_ids=ids, output_attentions=True)

@@ -1,0 +1,72 @@
+"""The transformers internals our registration relies on. A failure here means a transformers
+release moved something that ``hf_stable_attn/integration.py`` must follow."""
+
+import inspect
+
+import pytest
+import torch
+from model_zoo import left_padded_batch, tiny_model
+from transformers import AttentionInterface
+from transformers import modeling_flash_attention_utils as fa_utils
+from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, flash_attention_mask
+
+import hf_stable_attn
+from hf_stable_attn import hooks
+from hf_stable_attn.integration import ATTN_IMPLEMENTATION, stable_flash_attention_forward
+
+
+def test_lazy_imports_is_wrapped_and_resolves_our_functions():
+    assert hasattr(fa_utils._lazy_imports, "__wrapped_by_hf_stable_attn__")
+    params = list(inspect.signature(fa_utils._lazy_imports.__wrapped_by_hf_stable_attn__).parameters)
+    assert params[0] == "implementation"
+    (fn, varlen_fn, *_), _ = fa_utils.lazy_import_flash_attention(ATTN_IMPLEMENTATION)
+    assert fn is hf_stable_attn.flash_attn_func
+    assert varlen_fn is hf_stable_attn.flash_attn_varlen_func
+
+
+def test_register_is_idempotent():
+    wrapped = fa_utils._lazy_imports
+    hf_stable_attn.register()
+    assert fa_utils._lazy_imports is wrapped
+
+
+def test_attention_and_mask_functions_are_registered():
+    assert AttentionInterface()[ATTN_IMPLEMENTATION] is stable_flash_attention_forward
+    assert ALL_MASK_ATTENTION_FUNCTIONS[ATTN_IMPLEMENTATION] is flash_attention_mask
+
+
+def test_flash_kwargs_reach_our_function(monkeypatch):
+    """window_size and softcap must arrive (transformers drops kwargs a function lacks)."""
+    seen = {}
+    real = hf_stable_attn.flash_attn_varlen_func
+
+    def spy(*args, **kwargs):
+        seen.update(kwargs)
+        return real(*args, **kwargs)
+
+    spy.__signature__ = inspect.signature(real)
+    monkeypatch.setattr(fa_utils, "_flash_varlen_fn", spy)
+    monkeypatch.setattr(fa_utils, "_loaded_implementation", ATTN_IMPLEMENTATION)
+    model = tiny_model("gemma2", "stable_flash").eval()
+    ids, mask = left_padded_batch(seed=0, lengths=(13, 9))
+    with torch.no_grad():
+        model(input_ids=ids, attention_mask=mask)
+    assert seen["softcap"] == 5.0
+    assert seen["window_size"] == (5, 5)
+    assert seen["causal"] is True
+
+
+@pytest.mark.parametrize("padded", [False, True])
+def test_padding_mask_reaches_the_attention_function(padded):
+    masks = []
+    model = tiny_model("llama", "stable_flash").eval()
+    ids, mask = left_padded_batch(seed=0)
+    if not padded:
+        mask = torch.ones_like(mask)
+    with hooks.observe_attention(lambda m, q, k, v, am, **kw: masks.append(am)), torch.no_grad():
+        model(input_ids=ids, attention_mask=mask)
+    assert len(masks) == 2
+    if padded:
+        assert all(m is not None and torch.equal(m.bool(), mask.bool()) for m in masks)
+    else:
+        assert all(m is None for m in masks)
