@@ -38,32 +38,38 @@ def tanh(x):
 
 
 @triton.jit
-def row_shift(m1, m2, beta, tie_window, min_gap, max_gap,
-              STABILIZE: tl.constexpr, SHIFT_SINGLE: tl.constexpr):
-    """``shift_rule.row_shift`` for running top-2 ``m1 >= m2`` (BLOCK_M,) in log2 units."""
+def row_shift(m1, tied, beta, min_gap, max_gap, STABILIZE: tl.constexpr):
+    """``shift_rule.row_shift`` in log2 units for rows with running max ``m1`` (BLOCK_M,).
+
+    ``tied`` is ``m1 - m2 <= tie_window`` for the running second largest ``m2`` (the kernel
+    tracks it as a count, see ``flash_fwd``); with SHIFT_SINGLE the caller passes all-true.
+    """
     finite = m1 > float("-inf")
     base = tl.where(finite, m1, 0.0)
     if STABILIZE:
-        if SHIFT_SINGLE:
-            tied = finite
-        else:
-            tied = finite & (m2 > float("-inf")) & (m1 - m2 <= tie_window)
         target = tl.where(m1 > 0, beta * m1, 0.0)
         gap = tl.minimum(tl.maximum(target - m1, min_gap), max_gap)
-        base = tl.where(tied, base + gap, base)
+        base = tl.where(finite & tied, base + gap, base)
     return base
 
 
 @triton.jit
 def visible(offs_m, offs_n, seqlen_q, seqlen_k, window_left, window_right,
-            HAS_WL: tl.constexpr, HAS_WR: tl.constexpr):
-    """Bool (BLOCK_M, BLOCK_N): row ``i`` may attend key ``j`` (bottom-right aligned window)."""
-    ok = (offs_m[:, None] < seqlen_q) & (offs_n[None, :] < seqlen_k)
-    diag = offs_m[:, None] + (seqlen_k - seqlen_q)
+            HAS_WL: tl.constexpr, HAS_WR: tl.constexpr, TRANSPOSED: tl.constexpr = False):
+    """Bool (BLOCK_M, BLOCK_N), or (BLOCK_N, BLOCK_M) when TRANSPOSED: row ``i`` may attend
+    key ``j`` (bottom-right aligned window, both inside their sequences)."""
+    if TRANSPOSED:
+        rows = offs_m[None, :]
+        cols = offs_n[:, None]
+    else:
+        rows = offs_m[:, None]
+        cols = offs_n[None, :]
+    ok = (rows < seqlen_q) & (cols < seqlen_k)
+    diag = rows + (seqlen_k - seqlen_q)
     if HAS_WL:
-        ok = ok & (offs_n[None, :] >= diag - window_left)
+        ok = ok & (cols >= diag - window_left)
     if HAS_WR:
-        ok = ok & (offs_n[None, :] <= diag + window_right)
+        ok = ok & (cols <= diag + window_right)
     return ok
 
 
@@ -78,10 +84,15 @@ def scores(qk, qk_scale, softcap, HAS_SOFTCAP: tl.constexpr):
 
 
 @triton.jit
-def keep_mask(seed, dropout_p, b, h, num_heads_q, max_seqlen_q, max_seqlen_k, offs_m, offs_n):
-    """Bool (BLOCK_M, BLOCK_N): ``tl.rand(seed, ((b*Hq + h)*max_sq + i)*max_sk + j) >= p``."""
+def keep_mask(seed, dropout_p, b, h, num_heads_q, max_seqlen_q, max_seqlen_k, offs_m, offs_n,
+              TRANSPOSED: tl.constexpr = False):
+    """Bool (BLOCK_M, BLOCK_N) (or transposed): ``tl.rand(seed, ((b*Hq + h)*max_sq + i)*max_sk
+    + j) >= p``, the counter of ``hf_stable_attn.dropout``."""
     row = (b.to(tl.int64) * num_heads_q + h) * max_seqlen_q + offs_m.to(tl.int64)
-    offs = row[:, None] * max_seqlen_k + offs_n.to(tl.int64)[None, :]
+    if TRANSPOSED:
+        offs = row[None, :] * max_seqlen_k + offs_n.to(tl.int64)[:, None]
+    else:
+        offs = row[:, None] * max_seqlen_k + offs_n.to(tl.int64)[None, :]
     return tl.rand(seed, offs) >= dropout_p
 
 

@@ -54,6 +54,52 @@ def _delta_kernel(
 
 
 @triton.jit
+def _dkdv_tiles(
+    dk, dv, k, v, q_base, do_base, LSE, DELTA, l_base, stride_qs, stride_ds,
+    offs_n, offs_d, d_ok, b, h, q_start, lo, hi, seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k,
+    num_heads_q, qk_scale, softcap, window_left, window_right, dropout_p, drop_scale, seed,
+    MASKED: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
+    HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
+    DOT_FP32: tl.constexpr, BLOCK_M: tl.constexpr,
+):
+    """Query tiles ``[lo, hi)`` of one head against a resident key tile, in the transposed
+    orientation (scores as (BLOCK_N, BLOCK_M)) so no register tile needs a transpose.
+    Rows past the sequence load q = dO = 0 and lse = +inf, so they add nothing unmasked."""
+    offs_m0 = tl.arange(0, BLOCK_M)
+    for start_m in range(lo, hi, BLOCK_M):
+        offs_m = start_m + offs_m0
+        row_ok = offs_m < seqlen_q
+        rows = (q_start + offs_m).to(tl.int64)
+        qt_mask = d_ok[:, None] & row_ok[None, :]
+        q_t = tl.load(q_base + rows[None, :] * stride_qs + offs_d[:, None], mask=qt_mask, other=0.0)
+        do = tl.load(do_base + rows[:, None] * stride_ds + offs_d[None, :],
+                     mask=row_ok[:, None] & d_ok[None, :], other=0.0)
+        lse2 = tl.load(LSE + l_base + offs_m, mask=row_ok, other=float("inf")) * LOG2E_C
+        delta = tl.load(DELTA + l_base + offs_m, mask=row_ok, other=0.0)
+
+        s_t = scores(dot(k, q_t, DOT_FP32), qk_scale, softcap, HAS_SOFTCAP)  # (N, M)
+        p_t = tl.exp2(s_t - lse2[None, :])
+        if MASKED:
+            ok_t = visible(offs_m, offs_n, seqlen_q, seqlen_k, window_left, window_right,
+                           HAS_WL, HAS_WR, True)
+            p_t = tl.where(ok_t, p_t, 0.0)
+        dp_t = dot(v, tl.trans(do), DOT_FP32)  # (N, M)
+        if HAS_DROPOUT:
+            keep_t = keep_mask(seed, dropout_p, b, h, num_heads_q, max_seqlen_q, max_seqlen_k,
+                               offs_m, offs_n, True)
+            dv += dot(tl.where(keep_t, p_t * drop_scale, 0.0).to(do.dtype), do, DOT_FP32)
+            dp_t = tl.where(keep_t, dp_t * drop_scale, 0.0)
+        else:
+            dv += dot(p_t.to(do.dtype), do, DOT_FP32)
+        ds_t = p_t * (dp_t - delta[None, :])
+        if HAS_SOFTCAP:
+            t = s_t * (1.0 / (softcap * LOG2E_C))
+            ds_t = ds_t * (1.0 - t * t)
+        dk += dot(ds_t.to(q_t.dtype), tl.trans(q_t), DOT_FP32)
+    return dk, dv
+
+
+@triton.jit
 def _dkdv_kernel(
     Q, K, V, DO, LSE, DELTA, DK, DV, CU_Q, CU_K,
     stride_qb, stride_qs, stride_qh,
@@ -90,7 +136,6 @@ def _dkdv_kernel(
         return
     b64 = b.to(tl.int64)
     offs_n = start_n + tl.arange(0, BLOCK_N)
-    offs_m0 = tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
     d_ok = offs_d < head_dim
     kv_mask = (offs_n[:, None] < seqlen_k) & d_ok[None, :]
@@ -100,56 +145,84 @@ def _dkdv_kernel(
     v = tl.load(V + b64 * stride_vb + hk * stride_vh + krows * stride_vs + offs_d[None, :],
                 mask=kv_mask, other=0.0)
 
-    # Query rows that can see this key tile.
+    # Query rows that see this key tile: [lo, full_lo) and [full_hi, hi) straddle a window
+    # edge, [full_lo, full_hi) see every key of it (keys past the sequence are never stored).
     diag = seqlen_k - seqlen_q
     lo = 0
     hi = seqlen_q
+    full_lo = 0
+    full_hi = hi
     if HAS_WR:
         lo = tl.maximum(start_n - diag - window_right, 0)
         lo = (lo // BLOCK_M) * BLOCK_M
+        full_lo = tl.cdiv(tl.maximum(start_n + BLOCK_N - 1 - diag - window_right, 0), BLOCK_M) * BLOCK_M
     if HAS_WL:
-        hi = tl.minimum(start_n + BLOCK_N - diag + window_left, seqlen_q)
+        hi = tl.maximum(tl.minimum(start_n + BLOCK_N - diag + window_left, seqlen_q), 0)
+        full_hi = (tl.maximum(start_n - diag + window_left + 1, 0) // BLOCK_M) * BLOCK_M
+    full_lo = tl.minimum(full_lo, hi)
+    full_hi = tl.maximum(tl.minimum(full_hi, hi), full_lo)
 
     dk = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
     dv = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
+    consts = (seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k, num_heads_q, qk_scale, softcap,
+              window_left, window_right, dropout_p, drop_scale, seed)
     for g in range(0, group):
         h = hk * group + g
         q_base = Q + b64 * stride_qb + h * stride_qh
         do_base = DO + b64 * stride_db + h * stride_dh
         l_base = b64 * stride_lb + h * stride_lh + q_start
-        for start_m in range(lo, hi, BLOCK_M):
-            offs_m = start_m + offs_m0
-            qrows = (q_start + offs_m).to(tl.int64)[:, None]
-            q_mask = (offs_m[:, None] < seqlen_q) & d_ok[None, :]
-            q = tl.load(q_base + qrows * stride_qs + offs_d[None, :], mask=q_mask, other=0.0)
-            do = tl.load(do_base + qrows * stride_ds + offs_d[None, :], mask=q_mask, other=0.0)
-            lse = tl.load(LSE + l_base + offs_m, mask=offs_m < seqlen_q, other=float("inf"))
-            delta = tl.load(DELTA + l_base + offs_m, mask=offs_m < seqlen_q, other=0.0)
-
-            s = scores(dot(q, tl.trans(k), DOT_FP32), qk_scale, softcap, HAS_SOFTCAP)
-            ok = visible(offs_m, offs_n, seqlen_q, seqlen_k, window_left, window_right,
-                         HAS_WL, HAS_WR)
-            p = tl.where(ok, tl.exp2(s - lse[:, None] * LOG2E_C), 0.0)
-            dp = dot(do, tl.trans(v), DOT_FP32)
-            if HAS_DROPOUT:
-                keep = keep_mask(seed, dropout_p, b, h, num_heads_q, max_seqlen_q, max_seqlen_k,
-                                 offs_m, offs_n)
-                p_drop = tl.where(keep, p * drop_scale, 0.0)
-                dp = tl.where(keep, dp * drop_scale, 0.0)
-            else:
-                p_drop = p
-            dv += dot(tl.trans(p_drop.to(do.dtype)), do, DOT_FP32)
-            ds = p * (dp - delta[:, None])
-            if HAS_SOFTCAP:
-                t = s * (1.0 / (softcap * LOG2E_C))
-                ds = ds * (1.0 - t * t)
-            dk += dot(tl.trans(ds.to(q.dtype)), q, DOT_FP32)
+        args = (k, v, q_base, do_base, LSE, DELTA, l_base, stride_qs, stride_ds,
+                offs_n, offs_d, d_ok, b, h, q_start)
+        dk, dv = _dkdv_tiles(dk, dv, *args, lo, full_lo, *consts, True, HAS_WL, HAS_WR,
+                             HAS_SOFTCAP, HAS_DROPOUT, DOT_FP32, BLOCK_M)
+        dk, dv = _dkdv_tiles(dk, dv, *args, full_lo, full_hi, *consts, False, HAS_WL, HAS_WR,
+                             HAS_SOFTCAP, HAS_DROPOUT, DOT_FP32, BLOCK_M)
+        dk, dv = _dkdv_tiles(dk, dv, *args, full_hi, hi, *consts, True, HAS_WL, HAS_WR,
+                             HAS_SOFTCAP, HAS_DROPOUT, DOT_FP32, BLOCK_M)
 
     dk = dk * softmax_scale
     dk_ptrs = DK + b64 * stride_dkb + hk * stride_dkh + krows * stride_dks + offs_d[None, :]
     dv_ptrs = DV + b64 * stride_dvb + hk * stride_dvh + krows * stride_dvs + offs_d[None, :]
     tl.store(dk_ptrs, dk.to(DK.dtype.element_ty), mask=kv_mask)
     tl.store(dv_ptrs, dv.to(DV.dtype.element_ty), mask=kv_mask)
+
+
+@triton.jit
+def _dq_tiles(
+    dq, q, do, lse2, delta, k_base, v_base, stride_ks, stride_vs,
+    offs_m, offs_d, d_ok, b, h, lo, hi, seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k,
+    num_heads_q, qk_scale, softcap, window_left, window_right, dropout_p, drop_scale, seed,
+    MASKED: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
+    HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
+    DOT_FP32: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    """Key tiles ``[lo, hi)`` for a resident query tile. Keys past the sequence load
+    k = v = 0, so unmasked they add ``ds * 0`` to dQ."""
+    offs_n = tl.arange(0, BLOCK_N)
+    for start_n in range(lo, hi, BLOCK_N):
+        cols = start_n + offs_n
+        kv_mask = (cols[:, None] < seqlen_k) & d_ok[None, :]
+        k = tl.load(k_base + cols.to(tl.int64)[:, None] * stride_ks + offs_d[None, :],
+                    mask=kv_mask, other=0.0)
+        v = tl.load(v_base + cols.to(tl.int64)[:, None] * stride_vs + offs_d[None, :],
+                    mask=kv_mask, other=0.0)
+        s = scores(dot(q, tl.trans(k), DOT_FP32), qk_scale, softcap, HAS_SOFTCAP)
+        p = tl.exp2(s - lse2[:, None])
+        if MASKED:
+            ok = visible(offs_m, cols, seqlen_q, seqlen_k, window_left, window_right,
+                         HAS_WL, HAS_WR)
+            p = tl.where(ok, p, 0.0)
+        dp = dot(do, tl.trans(v), DOT_FP32)
+        if HAS_DROPOUT:
+            keep = keep_mask(seed, dropout_p, b, h, num_heads_q, max_seqlen_q, max_seqlen_k,
+                             offs_m, cols)
+            dp = tl.where(keep, dp * drop_scale, 0.0)
+        ds = p * (dp - delta[:, None])
+        if HAS_SOFTCAP:
+            t = s * (1.0 / (softcap * LOG2E_C))
+            ds = ds * (1.0 - t * t)
+        dq += dot(ds.to(k.dtype), k, DOT_FP32)
+    return dq
 
 
 @triton.jit
@@ -189,7 +262,6 @@ def _dq_kernel(
     hk = h // group
     b64 = b.to(tl.int64)
     offs_m = start_m + tl.arange(0, BLOCK_M)
-    offs_n0 = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
     d_ok = offs_d < head_dim
     qrows = (q_start + offs_m).to(tl.int64)[:, None]
@@ -205,36 +277,32 @@ def _dq_kernel(
     k_base = K + b64 * stride_kb + hk * stride_kh + k_start.to(tl.int64) * stride_ks
     v_base = V + b64 * stride_vb + hk * stride_vh + k_start.to(tl.int64) * stride_vs
 
+    # Key tiles as in the forward; the unmasked middle may run past the sequence end.
     diag = seqlen_k - seqlen_q
     lo = 0
     hi = seqlen_k
+    full_lo = 0
+    full_hi = hi
     if HAS_WL:
         lo = tl.maximum(start_m + diag - window_left, 0)
         lo = (lo // BLOCK_N) * BLOCK_N
+        full_lo = tl.cdiv(tl.maximum(start_m + BLOCK_M - 1 + diag - window_left, 0), BLOCK_N) * BLOCK_N
     if HAS_WR:
-        hi = tl.minimum(start_m + BLOCK_M + diag + window_right, seqlen_k)
+        hi = tl.maximum(tl.minimum(start_m + BLOCK_M + diag + window_right, seqlen_k), 0)
+        full_hi = (tl.maximum(start_m + diag + window_right + 1, 0) // BLOCK_N) * BLOCK_N
+    full_lo = tl.minimum(full_lo, hi)
+    full_hi = tl.maximum(tl.minimum(full_hi, hi), full_lo)
 
     dq = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
-    for start_n in range(lo, hi, BLOCK_N):
-        cols = start_n + offs_n0
-        kv_mask = (cols[:, None] < seqlen_k) & d_ok[None, :]
-        k = tl.load(k_base + cols.to(tl.int64)[:, None] * stride_ks + offs_d[None, :],
-                    mask=kv_mask, other=0.0)
-        v = tl.load(v_base + cols.to(tl.int64)[:, None] * stride_vs + offs_d[None, :],
-                    mask=kv_mask, other=0.0)
-        s = scores(dot(q, tl.trans(k), DOT_FP32), qk_scale, softcap, HAS_SOFTCAP)
-        ok = visible(offs_m, cols, seqlen_q, seqlen_k, window_left, window_right, HAS_WL, HAS_WR)
-        p = tl.where(ok, tl.exp2(s - lse2[:, None]), 0.0)
-        dp = dot(do, tl.trans(v), DOT_FP32)
-        if HAS_DROPOUT:
-            keep = keep_mask(seed, dropout_p, b, h, num_heads_q, max_seqlen_q, max_seqlen_k,
-                             offs_m, cols)
-            dp = tl.where(keep, dp * drop_scale, 0.0)
-        ds = p * (dp - delta[:, None])
-        if HAS_SOFTCAP:
-            t = s * (1.0 / (softcap * LOG2E_C))
-            ds = ds * (1.0 - t * t)
-        dq += dot(ds.to(k.dtype), k, DOT_FP32)
+    args = (q, do, lse2, delta, k_base, v_base, stride_ks, stride_vs, offs_m, offs_d, d_ok, b, h)
+    consts = (seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k, num_heads_q, qk_scale, softcap,
+              window_left, window_right, dropout_p, drop_scale, seed)
+    dq = _dq_tiles(dq, *args, lo, full_lo, *consts, True, HAS_WL, HAS_WR, HAS_SOFTCAP,
+                   HAS_DROPOUT, DOT_FP32, BLOCK_N)
+    dq = _dq_tiles(dq, *args, full_lo, full_hi, *consts, False, HAS_WL, HAS_WR, HAS_SOFTCAP,
+                   HAS_DROPOUT, DOT_FP32, BLOCK_N)
+    dq = _dq_tiles(dq, *args, full_hi, hi, *consts, True, HAS_WL, HAS_WR, HAS_SOFTCAP,
+                   HAS_DROPOUT, DOT_FP32, BLOCK_N)
 
     dq = dq * softmax_scale
     tl.store(DQ + b64 * stride_dqb + h * stride_dqh + qrows * stride_dqs + offs_d[None, :],
@@ -243,18 +311,18 @@ def _dq_kernel(
 
 # (BLOCK_M, BLOCK_N, num_warps, num_stages) per padded head dim.
 _DKDV_CONFIGS = {
-    16: [(64, 128, 8, 3), (64, 64, 4, 3), (32, 128, 4, 3)],
-    32: [(64, 128, 8, 3), (64, 64, 4, 3), (32, 128, 4, 3)],
-    64: [(64, 128, 8, 3), (64, 64, 4, 3), (32, 128, 4, 3)],
-    128: [(64, 128, 8, 2), (64, 64, 4, 3), (32, 128, 8, 2)],
-    256: [(32, 64, 4, 2), (64, 64, 8, 2), (32, 32, 4, 2)],
+    16: [(32, 128, 4, 3), (64, 128, 8, 3), (64, 64, 4, 3)],
+    32: [(32, 128, 4, 3), (64, 128, 8, 3), (64, 64, 4, 3)],
+    64: [(32, 128, 4, 3), (64, 128, 8, 3), (64, 64, 4, 3)],
+    128: [(32, 128, 4, 3), (64, 128, 8, 2), (32, 64, 4, 3)],
+    256: [(32, 64, 4, 2), (16, 64, 4, 2), (32, 32, 4, 2)],
 }
 _DQ_CONFIGS = {
-    16: [(128, 64, 8, 3), (64, 64, 4, 3), (128, 32, 4, 3)],
-    32: [(128, 64, 8, 3), (64, 64, 4, 3), (128, 32, 4, 3)],
-    64: [(128, 64, 8, 3), (64, 64, 4, 3), (128, 32, 4, 3)],
-    128: [(128, 64, 8, 2), (64, 64, 4, 3), (128, 32, 8, 2)],
-    256: [(64, 32, 4, 2), (64, 64, 8, 2), (32, 32, 4, 2)],
+    16: [(128, 32, 4, 3), (128, 64, 8, 3), (64, 64, 4, 3)],
+    32: [(128, 32, 4, 3), (128, 64, 8, 3), (64, 64, 4, 3)],
+    64: [(128, 32, 4, 3), (128, 64, 8, 3), (64, 64, 4, 3)],
+    128: [(128, 32, 4, 3), (128, 64, 8, 2), (64, 64, 4, 3)],
+    256: [(64, 32, 4, 2), (32, 64, 4, 2), (64, 64, 8, 2)],
 }
 _INTERPRET_CONFIG = (16, 16, 4, 1)
 _KEY = ["SEQ_BUCKET", "head_dim", "HAS_WR", "HAS_WL", "IS_VARLEN", "HAS_DROPOUT"]

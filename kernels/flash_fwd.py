@@ -22,6 +22,64 @@ LN2_C = tl.constexpr(LN2)
 
 
 @triton.jit
+def _fwd_tiles(
+    acc, l_i, m1, tied, shift, q, k_base, v_base, stride_ks, stride_vs,
+    offs_m, offs_d, d_ok, b, h, lo, hi, seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k,
+    num_heads_q, qk_scale, softcap, window_left, window_right, dropout_p, drop_scale, seed,
+    beta, tie_window, min_gap, max_gap,
+    MASKED: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
+    HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
+    STABILIZE: tl.constexpr, SHIFT_SINGLE: tl.constexpr,
+    DOT_FP32: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    """Key tiles ``[lo, hi)``; MASKED applies the causal/window/length mask (only the tiles
+    on a mask boundary take this path)."""
+    offs_n = tl.arange(0, BLOCK_N)
+    for start_n in range(lo, hi, BLOCK_N):
+        cols = start_n + offs_n
+        if MASKED:
+            kv_mask = (cols[:, None] < seqlen_k) & d_ok[None, :]
+        else:
+            kv_mask = d_ok[None, :]
+        k = tl.load(k_base + cols.to(tl.int64)[:, None] * stride_ks + offs_d[None, :],
+                    mask=kv_mask, other=0.0)
+        s = scores(dot(q, tl.trans(k), DOT_FP32), qk_scale, softcap, HAS_SOFTCAP)
+        if MASKED:
+            ok = visible(offs_m, cols, seqlen_q, seqlen_k, window_left, window_right,
+                         HAS_WL, HAS_WR)
+            s = tl.where(ok, s, float("-inf"))
+
+        m1_new = tl.maximum(m1, tl.max(s, 1))
+        if STABILIZE:
+            if SHIFT_SINGLE:
+                tied = m1_new > float("-inf")
+            else:
+                # m1 - m2 <= w  <=>  at least two scores (a repeated max counts twice) lie in
+                # [m1 - w, m1]: count them in this tile, plus the old max if it is still in
+                # the window, plus the old runner-up when the max did not move.
+                floor = m1_new - tie_window
+                near = tl.sum((s >= floor[:, None]).to(tl.int32), 1)
+                near += (m1 >= floor).to(tl.int32)
+                near += (tied & (m1 == m1_new)).to(tl.int32)
+                tied = near >= 2
+        shift_new = row_shift(m1_new, tied, beta, min_gap, max_gap, STABILIZE)
+        alpha = tl.where(m1 > float("-inf"), tl.exp2(shift - shift_new), 1.0)
+        m1 = m1_new
+        shift = shift_new
+
+        p = tl.exp2(s - shift[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        if HAS_DROPOUT:
+            keep = keep_mask(seed, dropout_p, b, h, num_heads_q, max_seqlen_q, max_seqlen_k,
+                             offs_m, cols)
+            p = tl.where(keep, p * drop_scale, 0.0)
+        v = tl.load(v_base + cols.to(tl.int64)[:, None] * stride_vs + offs_d[None, :],
+                    mask=kv_mask, other=0.0)
+        acc = acc * alpha[:, None] + dot(p.to(v.dtype), v, DOT_FP32)
+    return acc, l_i, m1, tied, shift
+
+
+@triton.jit
 def _fwd_kernel(
     Q, K, V, O, LSE, SHIFT, CU_Q, CU_K,
     stride_qb, stride_qs, stride_qh,
@@ -60,7 +118,6 @@ def _fwd_kernel(
     b64 = b.to(tl.int64)
 
     offs_m = start_m + tl.arange(0, BLOCK_M)
-    offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
     d_ok = offs_d < head_dim
 
@@ -70,54 +127,41 @@ def _fwd_kernel(
     k_base = K + b64 * stride_kb + hk * stride_kh + k_start.to(tl.int64) * stride_ks
     v_base = V + b64 * stride_vb + hk * stride_vh + k_start.to(tl.int64) * stride_vs
 
-    # Key range this query tile can see (causal/window bounds, bottom-right aligned).
+    # Key tiles this query tile sees: [lo, full_lo) and [full_hi, hi) straddle a mask boundary
+    # (window edges, the sequence end), [full_lo, full_hi) are visible to every row.
     diag = seqlen_k - seqlen_q
     lo = 0
     hi = seqlen_k
+    full_lo = 0
+    full_hi = (seqlen_k // BLOCK_N) * BLOCK_N
     if HAS_WL:
         lo = tl.maximum(start_m + diag - window_left, 0)
         lo = (lo // BLOCK_N) * BLOCK_N
+        full_lo = tl.cdiv(tl.maximum(start_m + BLOCK_M - 1 + diag - window_left, 0), BLOCK_N) * BLOCK_N
     if HAS_WR:
-        hi = tl.minimum(start_m + BLOCK_M + diag + window_right, seqlen_k)
+        hi = tl.maximum(tl.minimum(start_m + BLOCK_M + diag + window_right, seqlen_k), 0)
+        full_hi = tl.minimum(full_hi, (tl.maximum(start_m + diag + window_right + 1, 0) // BLOCK_N) * BLOCK_N)
+    full_lo = tl.minimum(full_lo, hi)
+    full_hi = tl.maximum(full_hi, full_lo)
 
     m1 = tl.full([BLOCK_M], float("-inf"), tl.float32)
-    m2 = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    tied = m1 > 0.0
     shift = tl.zeros([BLOCK_M], tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
-
-    for start_n in range(lo, hi, BLOCK_N):
-        cols = start_n + offs_n
-        kv_mask = (cols[:, None] < seqlen_k) & d_ok[None, :]
-        k = tl.load(k_base + cols.to(tl.int64)[:, None] * stride_ks + offs_d[None, :],
-                    mask=kv_mask, other=0.0)
-        s = scores(dot(q, tl.trans(k), DOT_FP32), qk_scale, softcap, HAS_SOFTCAP)
-        ok = visible(offs_m, cols, seqlen_q, seqlen_k, window_left, window_right, HAS_WL, HAS_WR)
-        s = tl.where(ok, s, float("-inf"))
-
-        # Running top-2 (a repeated maximum counts twice) and the shift it implies.
-        t1 = tl.max(s, 1)
-        m1_new = tl.maximum(m1, t1)
-        if STABILIZE:
-            is_max = s == t1[:, None]
-            n_max = tl.sum(is_max.to(tl.int32), 1)
-            t2 = tl.max(tl.where(is_max, float("-inf"), s), 1)
-            t2 = tl.where(n_max > 1, t1, t2)
-            m2 = tl.maximum(tl.minimum(m1, t1), tl.maximum(m2, t2))
-        shift_new = row_shift(m1_new, m2, beta, tie_window, min_gap, max_gap, STABILIZE, SHIFT_SINGLE)
-        alpha = tl.where(m1 > float("-inf"), tl.exp2(shift - shift_new), 1.0)
-        m1 = m1_new
-        shift = shift_new
-
-        p = tl.exp2(s - shift[:, None])
-        l_i = l_i * alpha + tl.sum(p, 1)
-        if HAS_DROPOUT:
-            keep = keep_mask(seed, dropout_p, b, h, num_heads_q, max_seqlen_q, max_seqlen_k,
-                             offs_m, cols)
-            p = tl.where(keep, p * drop_scale, 0.0)
-        v = tl.load(v_base + cols.to(tl.int64)[:, None] * stride_vs + offs_d[None, :],
-                    mask=kv_mask, other=0.0)
-        acc = acc * alpha[:, None] + dot(p.to(v.dtype), v, DOT_FP32)
+    args = (k_base, v_base, stride_ks, stride_vs, offs_m, offs_d, d_ok, b, h)
+    consts = (seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k, num_heads_q, qk_scale, softcap,
+              window_left, window_right, dropout_p, drop_scale, seed,
+              beta, tie_window, min_gap, max_gap)
+    acc, l_i, m1, tied, shift = _fwd_tiles(
+        acc, l_i, m1, tied, shift, q, *args, lo, full_lo, *consts, True, HAS_WL, HAS_WR,
+        HAS_SOFTCAP, HAS_DROPOUT, STABILIZE, SHIFT_SINGLE, DOT_FP32, BLOCK_N)
+    acc, l_i, m1, tied, shift = _fwd_tiles(
+        acc, l_i, m1, tied, shift, q, *args, full_lo, full_hi, *consts, False, HAS_WL, HAS_WR,
+        HAS_SOFTCAP, HAS_DROPOUT, STABILIZE, SHIFT_SINGLE, DOT_FP32, BLOCK_N)
+    acc, l_i, m1, tied, shift = _fwd_tiles(
+        acc, l_i, m1, tied, shift, q, *args, full_hi, hi, *consts, True, HAS_WL, HAS_WR,
+        HAS_SOFTCAP, HAS_DROPOUT, STABILIZE, SHIFT_SINGLE, DOT_FP32, BLOCK_N)
 
     has_keys = l_i > 0.0
     l_safe = tl.where(has_keys, l_i, 1.0)
