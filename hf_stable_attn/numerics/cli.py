@@ -4,7 +4,7 @@ Examples::
 
     hf-stable-attn bias --device cpu --quick              # reference path, under a minute
     hf-stable-attn bias --device cuda --out results/       # full run: JSON, markdown, PNG
-    hf-stable-attn bias --device cuda --train --out results/
+    hf-stable-attn bias --device cuda --train --out results/   # the training experiment instead
     python -m hf_stable_attn.numerics.cli bias --quick     # without the package's entry point
 """
 
@@ -56,7 +56,7 @@ def add_subparser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--time-budget", type=float, help="seconds after which no new block starts")
     p.add_argument("--out", type=Path, help="folder for numerics.json, numerics_tables.md and PNG plots")
     p.add_argument("--rounding", action="store_true", help="also print the paper's BF16 addition example and 2-bit table")
-    p.add_argument("--train", action="store_true", help="also run the short GPT-2 training experiment (GPU: ~2 min)")
+    p.add_argument("--train", action="store_true", help="run the short GPT-2 training experiment instead of the lab (GPU: ~2 min)")
     p.add_argument("--train-steps", type=int, help="steps per training run")
     p.add_argument("--train-time-budget", type=float, default=90.0, help="seconds per training run at most")
     p.set_defaults(func=run)
@@ -100,6 +100,11 @@ def _train(args: argparse.Namespace) -> None:
         )
 
 
+def _write_lab(result: dict, out: Path) -> None:
+    (out / "numerics.json").write_text(json.dumps(result))
+    (out / "numerics_tables.md").write_text(markdown_tables(result))
+
+
 def run(args: argparse.Namespace) -> int:
     if args.rounding:
         ex = appendix_b_example()
@@ -109,12 +114,13 @@ def run(args: argparse.Namespace) -> int:
         args.out.mkdir(parents=True, exist_ok=True)
     if args.train:
         _train(args)
-    result = run_lab(lab_config(args), log=lambda m: print(m, flush=True))
+        return 0
+    checkpoint = (lambda partial: _write_lab(partial, args.out)) if args.out else None
+    result = run_lab(lab_config(args), log=lambda m: print(m, flush=True), checkpoint=checkpoint)
     if args.out:
         from .plots import plot_cumulative, plot_drift
 
-        (args.out / "numerics.json").write_text(json.dumps(result))
-        (args.out / "numerics_tables.md").write_text(markdown_tables(result))
+        _write_lab(result, args.out)
         if result["rows"]:
             plot_drift(result, args.out / "delta_drift.png")
         if result["curves"]["impl"]:

@@ -111,23 +111,41 @@ class _Accumulator:
         }
 
 
-def run_lab(config: LabConfig, log: Callable[[str], None] = print) -> dict:
-    """Run the lab; returns a JSON-ready dict (``rows``, ``curves``, ``unavailable``, ...)."""
+def run_lab(
+    config: LabConfig,
+    log: Callable[[str], None] = print,
+    checkpoint: Callable[[dict], None] | None = None,
+) -> dict:
+    """Run the lab; returns a JSON-ready dict (``rows``, ``curves``, ``unavailable``, ...).
+
+    ``checkpoint`` receives the partial result after every block (so a killed run keeps data).
+    """
     device = torch.device(config.device)
     impls = [IMPLEMENTATIONS[n] for n in config.implementations]
     unavailable = {i.name: f"needs CUDA (device {device})" for i in impls if not i.supports(device)}
     impls = [i for i in impls if i.supports(device)]
     rows, curves, skipped = [], {}, []
     start = time.perf_counter()
-    truncated = False
     curve_shape = (max(config.seqlens), config.head_dims[0])
     curve_case = config.curve_case if config.curve_case in config.cases else config.cases[0]
+    result = {
+        "config": dataclasses.asdict(config),
+        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "torch": torch.__version__,
+        "bias_threshold": BIAS_THRESHOLD,
+        "rows": rows,
+        "curves": {"case": curve_case, "seqlen": curve_shape[0], "head_dim": curve_shape[1], "impl": curves},
+        "unavailable": unavailable,
+        "skipped": skipped,
+        "truncated": False,
+        "seconds": 0.0,
+    }
     for seqlen in config.seqlens:
         for head_dim in config.head_dims:
             scale = head_dim**-0.5
             for case in config.cases:
                 if config.time_budget_s and time.perf_counter() - start > config.time_budget_s:
-                    truncated = True
+                    result["truncated"] = True
                     break
                 if not _shape_fits(case, seqlen, config.block_n):
                     skipped.append(f"{case} at seqlen {seqlen}")
@@ -169,18 +187,11 @@ def run_lab(config: LabConfig, log: Callable[[str], None] = print) -> dict:
                         curves[name] = cumulative_error(torch.cat(a.delta))
                 log(f"S={seqlen} D={head_dim} {case}: {len(acc)} implementations, "
                     f"tied {tied:.3f}, {time.perf_counter() - t0:.1f}s")
-    return {
-        "config": dataclasses.asdict(config),
-        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-        "torch": torch.__version__,
-        "bias_threshold": BIAS_THRESHOLD,
-        "rows": rows,
-        "curves": {"case": curve_case, "seqlen": curve_shape[0], "head_dim": curve_shape[1], "impl": curves},
-        "unavailable": unavailable,
-        "skipped": skipped,
-        "truncated": truncated,
-        "seconds": time.perf_counter() - start,
-    }
+                result["seconds"] = time.perf_counter() - start
+                if checkpoint is not None:
+                    checkpoint(result)
+    result["seconds"] = time.perf_counter() - start
+    return result
 
 
 def _grid(rows: list[dict], value: Callable[[dict], str]) -> list[str]:

@@ -62,17 +62,23 @@ def plot_drift(result: dict, path: str | Path) -> Path:
 
 
 def plot_training(log: dict, path: str | Path) -> Path:
-    """Training experiment: loss, tied-row frequency and cumulative per-head delta error."""
+    """Training experiment: loss, tied-row frequency, cumulative per-head delta error and its
+    drift across steps (noise ~0.8)."""
     plt = _pyplot()
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+    fig, axes = plt.subplots(1, 4, figsize=(19, 4.5))
     for label, run in log["runs"].items():
+        history = run["history"]
+        axes[0].plot([p["step"] for p in history], [p["loss"] for p in history], label=label)
+        axes[1].plot([p["step"] for p in history], [p["tied_frac"] for p in history], label=label)
         steps = [p["step"] for p in run["points"]]
-        axes[0].plot([p["step"] for p in run["losses"]], [p["loss"] for p in run["losses"]], label=label)
-        axes[1].plot(steps, [p["tied_frac"] for p in run["points"]], label=label)
-        axes[2].plot(steps, [p["cum_delta_err_max_head"] for p in run["points"]], label=f"{label} (worst head)")
+        axes[2].plot(steps, [p["cum_delta_err_max_head"] for p in run["points"]], label=label)
+        axes[3].plot(steps, [p["step_drift_abs_mean"] for p in run["points"]], label=label)
     axes[0].set_title("training loss")
-    axes[1].set_title("rows with a tied maximum (bf16 window)")
-    axes[2].set_title("cumulative sum_T (delta_lp - delta_hp), worst head")
+    axes[1].set_title("rows with a tied maximum (bf16 window), all layers")
+    axes[1].set_yscale("symlog", linthresh=1e-4)
+    axes[2].set_title("|cumulative sum_T e| over measured steps, worst head")
+    axes[3].set_title("drift of sum_T e across measured steps (mean |.| over heads)")
+    axes[3].axhline(0.8, color="gray", linestyle=":")
     for ax in axes:
         ax.set_xlabel("step")
         ax.legend(fontsize=7)

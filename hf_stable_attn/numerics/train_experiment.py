@@ -7,7 +7,8 @@ numerics), one with the fix. Every ``log_every`` steps the measured step records
 head, from the tensors the model really used (``hooks.observe_attention`` for q/k/v, a backward
 hook on the attention's output projection for ``dO``):
 
-- the fraction of query rows whose top-2 fp32 scores are tied within the bf16 window;
+- the fraction of query rows whose top-2 fp32 scores are tied within the bf16 window (this one
+  at every step, in ``history``);
 - ``sum_T (delta_lp - delta_hp)[T]`` over the batch's tokens (the coefficient of the rank-1 error
   of Eq. 3), its cumulative sum over measured steps (the paper's Fig. 5a), and its drift score.
 ``delta_lp`` comes from the same attention call as the model's (same options), ``delta_hp`` from
@@ -31,15 +32,15 @@ from .exact import causal_mask
 
 @dataclass(frozen=True)
 class TrainConfig:
-    n_layer: int = 4
-    n_head: int = 8
-    n_embd: int = 256
-    seqlen: int = 256
-    batch: int = 32
-    steps: int = 400
+    n_layer: int = 6
+    n_head: int = 6
+    n_embd: int = 384
+    seqlen: int = 512
+    batch: int = 16
+    steps: int = 1000
     lr: float = 1e-3
-    warmup: int = 40
-    log_every: int = 20
+    warmup: int = 100
+    log_every: int = 50
     beta: float = 2.0
     seed: int = 0
     device: str = "cuda"
@@ -92,7 +93,6 @@ class _Capture:
     """q/k/v (observer) and dO (backward hook on ``c_proj``) of every attention layer."""
 
     def __init__(self, model):
-        self.active = False
         self.inputs: dict[int, tuple] = {}
         self.grads: dict[int, torch.Tensor] = {}
         self.layer_of = {}
@@ -102,20 +102,28 @@ class _Capture:
 
     def _grad_hook(self, layer: int):
         def hook(module, grad_input, grad_output):
-            if self.active:
-                self.grads[layer] = grad_input[0].detach()
+            self.grads[layer] = grad_input[0].detach()
 
         return hook
 
     def observe(self, module, query, key, value, attention_mask, **kwargs):
-        if self.active:
-            self.inputs[self.layer_of[id(module)]] = (
-                query.detach(), key.detach(), value.detach(), kwargs["scaling"]
-            )
+        self.inputs[self.layer_of[id(module)]] = (
+            query.detach(), key.detach(), value.detach(), kwargs["scaling"]
+        )
+
+
+def tied_fraction(q: torch.Tensor, k: torch.Tensor, scale: float) -> torch.Tensor:
+    """Per head, the fraction of causal query rows (past the first, which sees one key) whose
+    top-2 fp32 scores are within the bf16 tie window. q, k ``(B, H, S, D)``; returns ``(H,)``."""
+    mask = causal_mask(q.shape[2], q.device)
+    scores = (torch.matmul(q.float(), k.float().transpose(-1, -2)) * scale).masked_fill(~mask, float("-inf"))
+    top = scores.topk(2, dim=-1).values
+    tied = (top[..., 0] - top[..., 1] <= tie_window(q.dtype))[:, :, 1:]
+    return tied.double().mean((0, 2))
 
 
 def measure_layer(q, k, v, dout_merged, scale: float, stabilize: bool, beta: float) -> dict:
-    """Per-head statistics of one layer. q, k, v ``(B, H, S, D)`` as the model produced them;
+    """Per-head delta error of one layer. q, k, v ``(B, H, S, D)`` as the model produced them;
     ``dout_merged (B, S, H * D)`` the gradient of the attention output."""
     from .. import flash_attn_func
 
@@ -125,22 +133,19 @@ def measure_layer(q, k, v, dout_merged, scale: float, stabilize: bool, beta: flo
     with torch.no_grad():
         out_lp = flash_attn_func(qf, kf, vf, softmax_scale=scale, causal=True, stabilize=stabilize, beta=beta)
         mask = causal_mask(s, q.device)
-        scores = torch.matmul(q.float(), k.float().transpose(-1, -2)) * scale
-        top = scores.masked_fill(~mask, float("-inf")).topk(2, dim=-1).values
-        tied = (top[..., 0] - top[..., 1] <= tie_window(q.dtype))[:, :, 1:]  # row 0 sees one key
         p = torch.softmax((q.double() @ k.double().transpose(-1, -2) * scale).masked_fill(~mask, float("-inf")), -1)
         out_hp = (p @ v.double()).transpose(1, 2)
         err = delta_rowsum(dout, out_lp).double() - delta_rowsum(dout, out_hp, torch.float64)
     per_head = err.transpose(0, 1).reshape(h, -1)  # (H, B * S)
     return {
-        "tied_frac": tied.double().mean((0, 2)).tolist(),
+        "tied_frac": tied_fraction(q, k, scale).tolist(),
         "delta_err_sum": per_head.sum(-1).tolist(),
         "delta_drift": drift_score(per_head).tolist(),
     }
 
 
 def train(config: TrainConfig, stabilize: bool, log=print) -> dict:
-    """Train one run; returns its losses and measured points (JSON-ready)."""
+    """Train one run; returns its per-step history and measured points (JSON-ready)."""
     import hf_stable_attn.hooks as hooks
 
     device = torch.device(config.device)
@@ -155,7 +160,7 @@ def train(config: TrainConfig, stabilize: bool, log=print) -> dict:
 
     capture = _Capture(model)
     cumulative = squares = None
-    losses, points = [], []
+    history, points = [], []
     t0 = time.perf_counter()
     with hooks.observe_attention(capture.observe):
         for step, (x, y) in enumerate(batches(corpus(config.corpus_bytes), config)):
@@ -163,15 +168,17 @@ def train(config: TrainConfig, stabilize: bool, log=print) -> dict:
                 group["lr"] = lr_at(step)
             elapsed = time.perf_counter() - t0
             last = step == config.steps - 1 or bool(config.time_budget_s and elapsed > config.time_budget_s)
-            capture.active = step % config.log_every == 0 or last
+            measured = step % config.log_every == 0 or last
             with torch.autocast(device.type, dtype=torch.bfloat16):
                 loss = model(input_ids=x.to(device), labels=y.to(device)).loss
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             opt.zero_grad(set_to_none=True)
-            losses.append({"step": step, "loss": loss.item()})
-            if not capture.active:
+            with torch.no_grad():
+                tied_now = torch.stack([tied_fraction(i[0], i[1], i[3]) for i in capture.inputs.values()])
+            history.append({"step": step, "loss": loss.item(), "tied_frac": tied_now.mean().item()})
+            if not measured:
                 continue
             layers = [
                 measure_layer(*capture.inputs[i][:3], capture.grads[i], capture.inputs[i][3], stabilize, config.beta)
@@ -204,7 +211,7 @@ def train(config: TrainConfig, stabilize: bool, log=print) -> dict:
                 f"({time.perf_counter() - t0:.0f}s)")
             if last:
                 break
-    return {"losses": losses, "points": points, "seconds": time.perf_counter() - t0}
+    return {"history": history, "points": points, "seconds": time.perf_counter() - t0}
 
 
 def run_experiment(config: TrainConfig, log=print) -> dict:
