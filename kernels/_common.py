@@ -32,6 +32,35 @@ def dot(a, b, DOT_FP32: tl.constexpr):
 
 
 @triton.jit
+def load_tile(ptrs, row_ok, d_ok, MASK_ROWS: tl.constexpr, EVEN_D: tl.constexpr,
+              TRANSPOSED: tl.constexpr = False):
+    """Load a (rows, BLOCK_D) tile ((BLOCK_D, rows) when TRANSPOSED), zero outside; masks
+    only what may be out of range, so interior tiles of a power-of-two head dim load unmasked."""
+    if TRANSPOSED:
+        if MASK_ROWS:
+            if EVEN_D:
+                return tl.load(ptrs, mask=row_ok[None, :], other=0.0)
+            else:
+                return tl.load(ptrs, mask=row_ok[None, :] & d_ok[:, None], other=0.0)
+        else:
+            if EVEN_D:
+                return tl.load(ptrs)
+            else:
+                return tl.load(ptrs, mask=d_ok[:, None], other=0.0)
+    else:
+        if MASK_ROWS:
+            if EVEN_D:
+                return tl.load(ptrs, mask=row_ok[:, None], other=0.0)
+            else:
+                return tl.load(ptrs, mask=row_ok[:, None] & d_ok[None, :], other=0.0)
+        else:
+            if EVEN_D:
+                return tl.load(ptrs)
+            else:
+                return tl.load(ptrs, mask=d_ok[None, :], other=0.0)
+
+
+@triton.jit
 def tanh(x):
     """tanh that saturates to +-1 without NaN (no libdevice: the interpreter runs it too)."""
     return 1.0 - 2.0 / (tl.exp2(x * 2.8853900817779268) + 1.0)

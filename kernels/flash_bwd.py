@@ -13,7 +13,7 @@ import triton
 import triton.language as tl
 
 from ._common import (
-    AUTOTUNE, INTERPRET, LOG2E, block_d, dot, keep_mask, last_dim_contiguous, lse_layout,
+    AUTOTUNE, INTERPRET, LOG2E, block_d, dot, keep_mask, load_tile, last_dim_contiguous, lse_layout,
     prune_by_head_dim, scores, seq_bucket, seq_layout, tanh, visible,
 )
 
@@ -60,22 +60,26 @@ def _dkdv_tiles(
     num_heads_q, qk_scale, softcap, window_left, window_right, dropout_p, drop_scale, seed,
     MASKED: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
     HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
-    DOT_FP32: tl.constexpr, BLOCK_M: tl.constexpr,
+    DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_M: tl.constexpr,
 ):
     """Query tiles ``[lo, hi)`` of one head against a resident key tile, in the transposed
     orientation (scores as (BLOCK_N, BLOCK_M)) so no register tile needs a transpose.
-    Rows past the sequence load q = dO = 0 and lse = +inf, so they add nothing unmasked."""
+    Unmasked tiles lie inside the sequence and the window."""
     offs_m0 = tl.arange(0, BLOCK_M)
     for start_m in range(lo, hi, BLOCK_M):
         offs_m = start_m + offs_m0
         row_ok = offs_m < seqlen_q
         rows = (q_start + offs_m).to(tl.int64)
-        qt_mask = d_ok[:, None] & row_ok[None, :]
-        q_t = tl.load(q_base + rows[None, :] * stride_qs + offs_d[:, None], mask=qt_mask, other=0.0)
-        do = tl.load(do_base + rows[:, None] * stride_ds + offs_d[None, :],
-                     mask=row_ok[:, None] & d_ok[None, :], other=0.0)
-        lse2 = tl.load(LSE + l_base + offs_m, mask=row_ok, other=float("inf")) * LOG2E_C
-        delta = tl.load(DELTA + l_base + offs_m, mask=row_ok, other=0.0)
+        q_t = load_tile(q_base + rows[None, :] * stride_qs + offs_d[:, None], row_ok, d_ok,
+                        MASKED, EVEN_D, True)
+        do = load_tile(do_base + rows[:, None] * stride_ds + offs_d[None, :], row_ok, d_ok,
+                       MASKED, EVEN_D)
+        if MASKED:
+            lse2 = tl.load(LSE + l_base + offs_m, mask=row_ok, other=float("inf")) * LOG2E_C
+            delta = tl.load(DELTA + l_base + offs_m, mask=row_ok, other=0.0)
+        else:
+            lse2 = tl.load(LSE + l_base + offs_m) * LOG2E_C
+            delta = tl.load(DELTA + l_base + offs_m)
 
         s_t = scores(dot(k, q_t, DOT_FP32), qk_scale, softcap, HAS_SOFTCAP)  # (N, M)
         p_t = tl.exp2(s_t - lse2[None, :])
@@ -116,7 +120,8 @@ def _dkdv_kernel(
     SEQ_BUCKET,
     IS_VARLEN: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
     HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
-    DOT_FP32: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_D: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
     start_n = tl.program_id(0) * BLOCK_N
     bh = tl.program_id(1)
@@ -146,7 +151,8 @@ def _dkdv_kernel(
                 mask=kv_mask, other=0.0)
 
     # Query rows that see this key tile: [lo, full_lo) and [full_hi, hi) straddle a window
-    # edge, [full_lo, full_hi) see every key of it (keys past the sequence are never stored).
+    # edge or the sequence end, [full_lo, full_hi) see every key of it (keys past the sequence
+    # are loaded as 0 and never stored, so they need no mask).
     diag = seqlen_k - seqlen_q
     lo = 0
     hi = seqlen_q
@@ -160,6 +166,7 @@ def _dkdv_kernel(
         hi = tl.maximum(tl.minimum(start_n + BLOCK_N - diag + window_left, seqlen_q), 0)
         full_hi = (tl.maximum(start_n - diag + window_left + 1, 0) // BLOCK_M) * BLOCK_M
     full_lo = tl.minimum(full_lo, hi)
+    full_hi = tl.minimum(full_hi, (seqlen_q // BLOCK_M) * BLOCK_M)
     full_hi = tl.maximum(tl.minimum(full_hi, hi), full_lo)
 
     dk = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
@@ -174,11 +181,11 @@ def _dkdv_kernel(
         args = (k, v, q_base, do_base, LSE, DELTA, l_base, stride_qs, stride_ds,
                 offs_n, offs_d, d_ok, b, h, q_start)
         dk, dv = _dkdv_tiles(dk, dv, *args, lo, full_lo, *consts, True, HAS_WL, HAS_WR,
-                             HAS_SOFTCAP, HAS_DROPOUT, DOT_FP32, BLOCK_M)
+                             HAS_SOFTCAP, HAS_DROPOUT, DOT_FP32, EVEN_D, BLOCK_M)
         dk, dv = _dkdv_tiles(dk, dv, *args, full_lo, full_hi, *consts, False, HAS_WL, HAS_WR,
-                             HAS_SOFTCAP, HAS_DROPOUT, DOT_FP32, BLOCK_M)
+                             HAS_SOFTCAP, HAS_DROPOUT, DOT_FP32, EVEN_D, BLOCK_M)
         dk, dv = _dkdv_tiles(dk, dv, *args, full_hi, hi, *consts, True, HAS_WL, HAS_WR,
-                             HAS_SOFTCAP, HAS_DROPOUT, DOT_FP32, BLOCK_M)
+                             HAS_SOFTCAP, HAS_DROPOUT, DOT_FP32, EVEN_D, BLOCK_M)
 
     dk = dk * softmax_scale
     dk_ptrs = DK + b64 * stride_dkb + hk * stride_dkh + krows * stride_dks + offs_d[None, :]
@@ -194,18 +201,18 @@ def _dq_tiles(
     num_heads_q, qk_scale, softcap, window_left, window_right, dropout_p, drop_scale, seed,
     MASKED: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
     HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
-    DOT_FP32: tl.constexpr, BLOCK_N: tl.constexpr,
+    DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
-    """Key tiles ``[lo, hi)`` for a resident query tile. Keys past the sequence load
-    k = v = 0, so unmasked they add ``ds * 0`` to dQ."""
+    """Key tiles ``[lo, hi)`` for a resident query tile; unmasked tiles lie inside the
+    sequence and the window."""
     offs_n = tl.arange(0, BLOCK_N)
     for start_n in range(lo, hi, BLOCK_N):
         cols = start_n + offs_n
-        kv_mask = (cols[:, None] < seqlen_k) & d_ok[None, :]
-        k = tl.load(k_base + cols.to(tl.int64)[:, None] * stride_ks + offs_d[None, :],
-                    mask=kv_mask, other=0.0)
-        v = tl.load(v_base + cols.to(tl.int64)[:, None] * stride_vs + offs_d[None, :],
-                    mask=kv_mask, other=0.0)
+        col_ok = cols < seqlen_k
+        k = load_tile(k_base + cols.to(tl.int64)[:, None] * stride_ks + offs_d[None, :],
+                      col_ok, d_ok, MASKED, EVEN_D)
+        v = load_tile(v_base + cols.to(tl.int64)[:, None] * stride_vs + offs_d[None, :],
+                      col_ok, d_ok, MASKED, EVEN_D)
         s = scores(dot(q, tl.trans(k), DOT_FP32), qk_scale, softcap, HAS_SOFTCAP)
         p = tl.exp2(s - lse2[:, None])
         if MASKED:
@@ -241,7 +248,8 @@ def _dq_kernel(
     SEQ_BUCKET,
     IS_VARLEN: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
     HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
-    DOT_FP32: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_D: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
     start_m = tl.program_id(0) * BLOCK_M
     bh = tl.program_id(1)
@@ -277,19 +285,19 @@ def _dq_kernel(
     k_base = K + b64 * stride_kb + hk * stride_kh + k_start.to(tl.int64) * stride_ks
     v_base = V + b64 * stride_vb + hk * stride_vh + k_start.to(tl.int64) * stride_vs
 
-    # Key tiles as in the forward; the unmasked middle may run past the sequence end.
+    # Key tiles as in the forward.
     diag = seqlen_k - seqlen_q
     lo = 0
     hi = seqlen_k
     full_lo = 0
-    full_hi = hi
+    full_hi = (seqlen_k // BLOCK_N) * BLOCK_N
     if HAS_WL:
         lo = tl.maximum(start_m + diag - window_left, 0)
         lo = (lo // BLOCK_N) * BLOCK_N
         full_lo = tl.cdiv(tl.maximum(start_m + BLOCK_M - 1 + diag - window_left, 0), BLOCK_N) * BLOCK_N
     if HAS_WR:
         hi = tl.maximum(tl.minimum(start_m + BLOCK_M + diag + window_right, seqlen_k), 0)
-        full_hi = (tl.maximum(start_m + diag + window_right + 1, 0) // BLOCK_N) * BLOCK_N
+        full_hi = tl.minimum(full_hi, (tl.maximum(start_m + diag + window_right + 1, 0) // BLOCK_N) * BLOCK_N)
     full_lo = tl.minimum(full_lo, hi)
     full_hi = tl.maximum(tl.minimum(full_hi, hi), full_lo)
 
@@ -298,11 +306,11 @@ def _dq_kernel(
     consts = (seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k, num_heads_q, qk_scale, softcap,
               window_left, window_right, dropout_p, drop_scale, seed)
     dq = _dq_tiles(dq, *args, lo, full_lo, *consts, True, HAS_WL, HAS_WR, HAS_SOFTCAP,
-                   HAS_DROPOUT, DOT_FP32, BLOCK_N)
+                   HAS_DROPOUT, DOT_FP32, EVEN_D, BLOCK_N)
     dq = _dq_tiles(dq, *args, full_lo, full_hi, *consts, False, HAS_WL, HAS_WR, HAS_SOFTCAP,
-                   HAS_DROPOUT, DOT_FP32, BLOCK_N)
+                   HAS_DROPOUT, DOT_FP32, EVEN_D, BLOCK_N)
     dq = _dq_tiles(dq, *args, full_hi, hi, *consts, True, HAS_WL, HAS_WR, HAS_SOFTCAP,
-                   HAS_DROPOUT, DOT_FP32, BLOCK_N)
+                   HAS_DROPOUT, DOT_FP32, EVEN_D, BLOCK_N)
 
     dq = dq * softmax_scale
     tl.store(DQ + b64 * stride_dqb + h * stride_dqh + qrows * stride_dqs + offs_d[None, :],
@@ -397,7 +405,8 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
     )
     flags = dict(
         IS_VARLEN=varlen, HAS_WL=window_left >= 0, HAS_WR=window_right >= 0,
-        HAS_SOFTCAP=has_softcap, HAS_DROPOUT=dropout_p > 0.0, DOT_FP32=INTERPRET, BLOCK_D=bd,
+        HAS_SOFTCAP=has_softcap, HAS_DROPOUT=dropout_p > 0.0, DOT_FP32=INTERPRET,
+        EVEN_D=bd == head_dim, BLOCK_D=bd,
     )
     ins = (*seq_layout(q, varlen), *seq_layout(k, varlen), *seq_layout(v, varlen),
            *seq_layout(dout, varlen))

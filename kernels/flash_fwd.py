@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 
 from ._common import (
-    AUTOTUNE, INTERPRET, LN2, LOG2E, block_d, dot, keep_mask, last_dim_contiguous, lse_layout,
+    AUTOTUNE, INTERPRET, LN2, LOG2E, block_d, dot, keep_mask, load_tile, last_dim_contiguous, lse_layout,
     prune_by_head_dim, row_shift, scores, seq_bucket, seq_layout, visible,
 )
 
@@ -30,19 +30,16 @@ def _fwd_tiles(
     MASKED: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
     HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
     STABILIZE: tl.constexpr, SHIFT_SINGLE: tl.constexpr,
-    DOT_FP32: tl.constexpr, BLOCK_N: tl.constexpr,
+    DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
     """Key tiles ``[lo, hi)``; MASKED applies the causal/window/length mask (only the tiles
     on a mask boundary take this path)."""
     offs_n = tl.arange(0, BLOCK_N)
     for start_n in range(lo, hi, BLOCK_N):
         cols = start_n + offs_n
-        if MASKED:
-            kv_mask = (cols[:, None] < seqlen_k) & d_ok[None, :]
-        else:
-            kv_mask = d_ok[None, :]
-        k = tl.load(k_base + cols.to(tl.int64)[:, None] * stride_ks + offs_d[None, :],
-                    mask=kv_mask, other=0.0)
+        col_ok = cols < seqlen_k
+        k = load_tile(k_base + cols.to(tl.int64)[:, None] * stride_ks + offs_d[None, :],
+                      col_ok, d_ok, MASKED, EVEN_D)
         s = scores(dot(q, tl.trans(k), DOT_FP32), qk_scale, softcap, HAS_SOFTCAP)
         if MASKED:
             ok = visible(offs_m, cols, seqlen_q, seqlen_k, window_left, window_right,
@@ -73,8 +70,8 @@ def _fwd_tiles(
             keep = keep_mask(seed, dropout_p, b, h, num_heads_q, max_seqlen_q, max_seqlen_k,
                              offs_m, cols)
             p = tl.where(keep, p * drop_scale, 0.0)
-        v = tl.load(v_base + cols.to(tl.int64)[:, None] * stride_vs + offs_d[None, :],
-                    mask=kv_mask, other=0.0)
+        v = load_tile(v_base + cols.to(tl.int64)[:, None] * stride_vs + offs_d[None, :],
+                      col_ok, d_ok, MASKED, EVEN_D)
         acc = acc * alpha[:, None] + dot(p.to(v.dtype), v, DOT_FP32)
     return acc, l_i, m1, tied, shift
 
@@ -96,7 +93,8 @@ def _fwd_kernel(
     IS_VARLEN: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
     HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
     STABILIZE: tl.constexpr, SHIFT_SINGLE: tl.constexpr, RETURN_SHIFT: tl.constexpr,
-    DOT_FP32: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_D: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
     start_m = tl.program_id(0) * BLOCK_M
     bh = tl.program_id(1)
@@ -155,13 +153,13 @@ def _fwd_kernel(
               beta, tie_window, min_gap, max_gap)
     acc, l_i, m1, tied, shift = _fwd_tiles(
         acc, l_i, m1, tied, shift, q, *args, lo, full_lo, *consts, True, HAS_WL, HAS_WR,
-        HAS_SOFTCAP, HAS_DROPOUT, STABILIZE, SHIFT_SINGLE, DOT_FP32, BLOCK_N)
+        HAS_SOFTCAP, HAS_DROPOUT, STABILIZE, SHIFT_SINGLE, DOT_FP32, EVEN_D, BLOCK_N)
     acc, l_i, m1, tied, shift = _fwd_tiles(
         acc, l_i, m1, tied, shift, q, *args, full_lo, full_hi, *consts, False, HAS_WL, HAS_WR,
-        HAS_SOFTCAP, HAS_DROPOUT, STABILIZE, SHIFT_SINGLE, DOT_FP32, BLOCK_N)
+        HAS_SOFTCAP, HAS_DROPOUT, STABILIZE, SHIFT_SINGLE, DOT_FP32, EVEN_D, BLOCK_N)
     acc, l_i, m1, tied, shift = _fwd_tiles(
         acc, l_i, m1, tied, shift, q, *args, full_hi, hi, *consts, True, HAS_WL, HAS_WR,
-        HAS_SOFTCAP, HAS_DROPOUT, STABILIZE, SHIFT_SINGLE, DOT_FP32, BLOCK_N)
+        HAS_SOFTCAP, HAS_DROPOUT, STABILIZE, SHIFT_SINGLE, DOT_FP32, EVEN_D, BLOCK_N)
 
     has_keys = l_i > 0.0
     l_safe = tl.where(has_keys, l_i, 1.0)
@@ -257,7 +255,7 @@ def flash_attn_fwd(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
         IS_VARLEN=varlen, HAS_WL=window_left >= 0, HAS_WR=window_right >= 0,
         HAS_SOFTCAP=has_softcap, HAS_DROPOUT=dropout_p > 0.0, STABILIZE=bool(stabilize),
         SHIFT_SINGLE=bool(shift_single), RETURN_SHIFT=bool(return_shift),
-        DOT_FP32=INTERPRET, BLOCK_D=bd,
+        DOT_FP32=INTERPRET, EVEN_D=bd == head_dim, BLOCK_D=bd,
     )
 
     def grid(meta):
