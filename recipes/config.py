@@ -48,7 +48,7 @@ class RunArguments:
     monitor: bool = field(default=False, metadata={"help": "Add hf_stable_attn.monitor.StabilityMonitor."})
     monitor_kwargs: str = field(default="{}", metadata={"help": "JSON dict of StabilityMonitor keyword arguments."})
     max_minutes: float | None = field(
-        default=None, metadata={"help": "Stop cleanly (and save) after this many minutes of training."}
+        default=None, metadata={"help": "Stop after this many minutes of training (LR schedule unchanged)."}
     )
     stop_at_step: int | None = field(
         default=None,

@@ -1,7 +1,7 @@
 """Training text: load documents, tokenize once into a cache, pack to the context length.
 
 Sources (`DataArguments.dataset`):
-- "embedded": 15 Shakespeare plays and the sonnets (Project Gutenberg, public domain; about 2 MB
+- "embedded": 14 Shakespeare plays and the sonnets (Project Gutenberg, public domain; about 2 MB
   of text, gzipped in `recipes/data/shakespeare/`). Needs no download and no `datasets`.
 - local files: a file, a directory or a glob of `.txt`/`.txt.gz` (one document per file), or of
   `.json`/`.jsonl`/`.csv`/`.parquet` (one document per row, via `datasets`).

@@ -67,8 +67,9 @@ class RecipeTrainer(Trainer):
 
 
 class EarlyStop(TrainerCallback):
-    """Stops training (with a final save) after `minutes` or at optimizer step `step`, whichever comes
-    first, without touching the LR schedule (that follows max_steps). All processes stop together."""
+    """Stops training after `minutes` or at optimizer step `step`, whichever comes first, without
+    touching the LR schedule (that follows max_steps); saves a checkpoint unless save_strategy is "no".
+    All processes stop together."""
 
     def __init__(self, minutes: float | None = None, step: int | None = None):
         self.seconds = None if minutes is None else minutes * 60
@@ -85,7 +86,7 @@ class EarlyStop(TrainerCallback):
             torch.distributed.all_reduce(stop, op=torch.distributed.ReduceOp.MAX)
         if stop.item():
             control.should_training_stop = True
-            control.should_save = True
+            control.should_save = args.save_strategy != "no"
 
 
 class MetricsCSV(TrainerCallback):

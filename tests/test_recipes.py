@@ -37,7 +37,7 @@ def cache(tmp_path_factory):
 
 
 def tiny_argv(cache, out, *extra):
-    return ["--config", TINY, "--data_cache_dir", cache, "--output_dir", str(out), "--max_steps", "3",
+    return ["--config", TINY, "--data_cache_dir", cache, "--output_dir", str(out), "--max_steps", "3", "--max_documents", "2",
             "--logging_steps", "1", "--save_strategy", "no", "--disable_tqdm", "true", *extra]
 
 
@@ -229,20 +229,24 @@ def test_resume_continues_identically(tmp_path, cache):
     assert losses(resumed) == pytest.approx(losses(full), rel=1e-5)  # steps 1-2 from the checkpoint, 3-4 rerun
 
 
-def test_accelerate_launch_cpu_with_replay(tmp_path, cache):
-    def launch(out, *extra):
-        cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
-               str(REPO / "recipes/accelerate/cpu.yaml"), str(REPO / "recipes/pretrain_gpt2.py"),
-               *tiny_argv(cache, out, *extra)]
+def test_accelerate_launch_cpu_with_replay_and_two_process_ddp(tmp_path, cache):
+    def launch(launcher, out, *extra):
+        cmd = [sys.executable, "-m", *launcher, str(REPO / "recipes/pretrain_gpt2.py"), *tiny_argv(cache, out, *extra)]
         done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300,
                               env={**os.environ, "PYTHONPATH": str(REPO)})
         assert done.returncode == 0, done.stderr[-3000:]
         return losses(out)
 
+    accelerate = ["accelerate.commands.launch", "--config_file", str(REPO / "recipes/accelerate/cpu.yaml")]
     order = str(tmp_path / "order.json")
-    recorded = launch(tmp_path / "a", "--record_batches", order, "--data_seed", "5")
+    recorded = launch(accelerate, tmp_path / "a", "--record_batches", order, "--data_seed", "5")
     assert (tmp_path / "a" / "model.safetensors").is_file()
-    assert launch(tmp_path / "b", "--replay_batches", order, "--data_seed", "6") == recorded
+    assert launch(accelerate, tmp_path / "b", "--replay_batches", order, "--data_seed", "6") == recorded
+    # DDP over 2 CPU processes (gloo), micro-batch 8 x 2 processes x 1 accumulation step = the recorded
+    # run's 8 x 1 x 2: the same samples in every optimizer step, so the same losses up to reduction order.
+    ddp = launch(["torch.distributed.run", "--nproc_per_node", "2"], tmp_path / "ddp", "--replay_batches", order,
+                 "--gradient_accumulation_steps", "1")
+    assert ddp == pytest.approx(recorded, rel=1e-4)
 
 
 def test_lora_on_tiny_llama(tmp_path, cache):
