@@ -1,0 +1,178 @@
+"""The Triton kernels on a CUDA GPU against float64 (``pytest -m gpu``).
+
+The flash-attention acceptance rule: the kernel's error against a float64 oracle may be at most
+2x (forward) / 3x (dQ, dK, dV) the error of the same attention in plain PyTorch in the input
+dtype, plus a small slack. The sweep covers head dims {32, 40, 64, 80, 96, 111, 128, 160, 192,
+256} x (Sq, Sk) pairs, rotating MHA/MQA/GQA, bf16/fp16, causal, window and dropout over the grid
+so every feature meets several head dims and lengths without the full product's compile time.
+Set HF_STABLE_ATTN_AUTOTUNE=0 for quicker compiles (one config per head dim).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+]
+
+if torch.cuda.is_available():
+    from hf_stable_attn.kernels import flash_attn_bwd, flash_attn_fwd
+
+from hf_stable_attn.shift_rule import shift_params  # noqa: E402
+from hf_stable_attn.testing import attention_oracle, check_flash_rule  # noqa: E402
+
+HEAD_DIMS = [32, 40, 64, 80, 96, 111, 128, 160, 192, 256]
+SEQ_PAIRS = [(113, 203), (128, 217), (1023, 1024), (1024, 1023), (2048, 2048)]
+HEADS = [(4, 4), (4, 1), (6, 2)]  # MHA, MQA, GQA
+DTYPES = [torch.bfloat16, torch.float16]
+
+
+def _sweep():
+    cases = []
+    for i, (d, (sq, sk)) in enumerate(itertools.product(HEAD_DIMS, SEQ_PAIRS)):
+        hq, hk = HEADS[i % 3]
+        dtype = DTYPES[(i // 3) % 2]
+        causal = i % 2 == 1
+        window = (37, 11) if i % 5 == 2 else (-1, -1)
+        dropout = 0.17 if i % 7 == 4 else 0.0
+        batch = 1 if sq * sk > 1_000_000 else 2
+        cases.append(pytest.param(batch, sq, sk, hq, hk, d, dtype, causal, window, dropout,
+                                  id=f"d{d}-{sq}x{sk}-h{hq}:{hk}-{str(dtype)[6:]}"
+                                     f"{'-causal' if causal else ''}"
+                                     f"{'-win' if window[0] >= 0 else ''}"
+                                     f"{'-drop' if dropout else ''}"))
+    return cases
+
+
+def _masking(q, k, **kw):
+    m = dict(cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None,
+             softmax_scale=q.shape[-1] ** -0.5, causal=False, window_left=-1, window_right=-1,
+             softcap=0.0, dropout_p=0.0, seed=0)
+    m.update(kw)
+    if m["cu_seqlens_q"] is None:
+        m["max_seqlen_q"], m["max_seqlen_k"] = q.shape[1], k.shape[1]
+    return m
+
+
+def _fwd(q, k, v, m, params=None, return_shift=False):
+    params = params or shift_params(q.dtype)
+    return flash_attn_fwd(q, k, v, **m, stabilize=params.stabilize, beta=params.beta,
+                          tie_window=params.tie_window, min_gap=params.min_gap,
+                          max_gap=params.max_gap, return_shift=return_shift)
+
+
+def _check_against_float64(q, k, v, m, name):
+    out, lse = _fwd(q, k, v, m)
+    assert torch.isfinite(out).all(), f"{name}: non-finite output"
+    dout = torch.randn_like(q)
+    dq, dk, dv = flash_attn_bwd(dout, q, k, v, out, lse, **m, deterministic=True)
+
+    def run(dtype):
+        leaves = [t.detach().to(dtype).requires_grad_() for t in (q, k, v)]
+        o = attention_oracle(*leaves, **m, compute_dtype=dtype)
+        o.backward(dout.to(dtype))
+        return o.detach(), [t.grad for t in leaves]
+
+    exact, exact_g = run(torch.float64)
+    plain, plain_g = run(q.dtype)
+    check_flash_rule(f"{name} out", out, plain, exact, 2.0, slack=1e-4)
+    for g, got, pl, ex in zip(("dq", "dk", "dv"), (dq, dk, dv), plain_g, exact_g):
+        check_flash_rule(f"{name} {g}", got, pl, ex, 3.0, slack=1e-4)
+    return out, lse, dout
+
+
+@pytest.mark.parametrize("batch,sq,sk,hq,hk,d,dtype,causal,window,dropout", _sweep())
+def test_sweep_against_float64(batch, sq, sk, hq, hk, d, dtype, causal, window, dropout):
+    torch.manual_seed(sq * 7 + d)
+    q = torch.randn(batch, sq, hq, d, device="cuda", dtype=dtype)
+    k = torch.randn(batch, sk, hk, d, device="cuda", dtype=dtype)
+    v = torch.randn(batch, sk, hk, d, device="cuda", dtype=dtype)
+    m = _masking(q, k, causal=causal, window_left=window[0], window_right=window[1],
+                 dropout_p=dropout, seed=1234 + d)
+    _check_against_float64(q, k, v, m, "dense")
+
+
+@pytest.mark.parametrize("d,dtype", [(64, torch.bfloat16), (111, torch.float16), (128, torch.bfloat16)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_varlen_random_padding(d, dtype, causal):
+    torch.manual_seed(d)
+    lens_q = torch.randint(1, 300, (5,)).tolist()
+    lens_k = [lq + int(torch.randint(0, 80, ())) for lq in lens_q]
+    cu_q = torch.tensor([0] + list(itertools.accumulate(lens_q)), dtype=torch.int32, device="cuda")
+    cu_k = torch.tensor([0] + list(itertools.accumulate(lens_k)), dtype=torch.int32, device="cuda")
+    q = torch.randn(sum(lens_q), 6, d, device="cuda", dtype=dtype)
+    k = torch.randn(sum(lens_k), 2, d, device="cuda", dtype=dtype)
+    v = torch.randn(sum(lens_k), 2, d, device="cuda", dtype=dtype)
+    m = _masking(q, k, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=max(lens_q),
+                 max_seqlen_k=max(lens_k), causal=causal, dropout_p=0.1 if causal else 0.0, seed=5)
+    _check_against_float64(q, k, v, m, "varlen")
+
+
+def test_softcap_and_decode():
+    torch.manual_seed(0)
+    q = torch.randn(2, 1, 8, 128, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(2, 3000, 2, 128, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn_like(k)
+    _check_against_float64(q, k, v, _masking(q, k, causal=True), "decode")
+    q = torch.randn(2, 300, 8, 64, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(2, 300, 8, 64, device="cuda", dtype=torch.bfloat16) * 3
+    v = torch.randn_like(k)
+    _check_against_float64(q, k, v, _masking(q, k, causal=True, softcap=5.0), "softcap")
+
+
+def test_fully_masked_rows_are_zero_not_nan():
+    torch.manual_seed(0)
+    q = torch.randn(1, 300, 4, 64, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(1, 100, 4, 64, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn_like(k)
+    m = _masking(q, k, causal=True)
+    out, lse = _fwd(q, k, v, m)
+    assert (out[:, :200] == 0).all() and torch.isinf(lse[:, :, :200]).all()
+    dq, dk, dv = flash_attn_bwd(torch.randn_like(q), q, k, v, out, lse, **m, deterministic=True)
+    assert torch.isfinite(dq).all() and torch.isfinite(dk).all() and torch.isfinite(dv).all()
+    assert (dq[:, :200] == 0).all()
+
+
+def test_backward_is_deterministic():
+    torch.manual_seed(0)
+    q = torch.randn(2, 1000, 8, 128, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(2, 1000, 2, 128, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn_like(k)
+    m = _masking(q, k, causal=True, dropout_p=0.1, seed=3)
+    out, lse = _fwd(q, k, v, m)
+    dout = torch.randn_like(q)
+    first = flash_attn_bwd(dout, q, k, v, out, lse, **m, deterministic=True)
+    for _ in range(3):
+        again = flash_attn_bwd(dout, q, k, v, out, lse, **m, deterministic=True)
+        assert all(torch.equal(a, b) for a, b in zip(first, again))
+
+
+@pytest.mark.parametrize("positions", [(3, 9), (5, 200), (2, 130, 700)], ids=["one-tile", "two-tiles", "three-tiles"])
+def test_structural_no_p_rounds_to_one(positions):
+    """Repeated maxima inside one tile and across tiles: with the fix no P that reaches P @ V
+    rounds to 1.0 on a tied row; without it the maximum rounds to exactly 1.0."""
+    torch.manual_seed(21)
+    d, sq, sk = 64, 256, 1024
+    u = torch.randn(d, device="cuda")
+    q = (0.3 * torch.randn(1, sq, 1, d, device="cuda") + u).to(torch.bfloat16)
+    k = (0.3 * torch.randn(1, sk, 1, d, device="cuda")).to(torch.bfloat16)
+    for j in positions:
+        k[0, j, 0] = (3 * u).to(torch.bfloat16)
+    v = torch.randn(1, sk, 1, d, device="cuda").to(torch.bfloat16)
+    m = _masking(q, k)
+    s = (q[0, :, 0].float() @ k[0, :, 0].float().T) * m["softmax_scale"]
+    top = s.topk(2, -1).values
+    assert (top[:, 0] == top[:, 1]).all(), "construction must tie"
+
+    def p_max(shift):
+        return torch.exp(s - shift[0, 0][:, None]).to(torch.bfloat16).float().max(-1).values
+
+    _, _, shift = _fwd(q, k, v, m, return_shift=True)
+    assert (p_max(shift) < 1.0).all()
+    _, _, plain = _fwd(q, k, v, m, shift_params(q.dtype, stabilize=False), return_shift=True)
+    assert (p_max(plain) == 1.0).all()
