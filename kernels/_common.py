@@ -161,5 +161,13 @@ def lse_layout(lse: torch.Tensor, varlen: bool) -> tuple[int, int]:
     return lse.stride(0), lse.stride(1)
 
 
+def check_grid(batch: int, heads: int) -> None:
+    """The grid's second axis is batch * heads, which CUDA caps at 65535."""
+    if batch * heads > 65535:
+        raise ValueError(
+            f"batch * heads = {batch * heads} exceeds 65535 (CUDA grid limit); split the batch"
+        )
+
+
 def last_dim_contiguous(x: torch.Tensor) -> torch.Tensor:
     return x if x.stride(-1) == 1 else x.contiguous()

@@ -13,8 +13,8 @@ import triton
 import triton.language as tl
 
 from ._common import (
-    AUTOTUNE, INTERPRET, LOG2E, block_d, dot, keep_mask, load_tile, last_dim_contiguous, lse_layout,
-    prune_by_head_dim, scores, seq_bucket, seq_layout, tanh, visible,
+    AUTOTUNE, INTERPRET, LOG2E, block_d, check_grid, dot, keep_mask, last_dim_contiguous,
+    load_tile, lse_layout, prune_by_head_dim, scores, seq_bucket, seq_layout, visible,
 )
 
 LOG2E_C = tl.constexpr(LOG2E)
@@ -379,6 +379,7 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
     else:
         batch, sq, sk = q.shape[0], q.shape[1], k.shape[1]
         max_seqlen_q, max_seqlen_k = sq, sk
+    check_grid(batch, hq)
     lse = lse.contiguous()
     delta = torch.empty_like(lse)
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)

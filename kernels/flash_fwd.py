@@ -14,8 +14,8 @@ import triton
 import triton.language as tl
 
 from ._common import (
-    AUTOTUNE, INTERPRET, LN2, LOG2E, block_d, dot, keep_mask, load_tile, last_dim_contiguous, lse_layout,
-    prune_by_head_dim, row_shift, scores, seq_bucket, seq_layout, visible,
+    AUTOTUNE, INTERPRET, LN2, LOG2E, block_d, check_grid, dot, keep_mask, last_dim_contiguous,
+    load_tile, lse_layout, prune_by_head_dim, row_shift, scores, seq_bucket, seq_layout, visible,
 )
 
 LN2_C = tl.constexpr(LN2)
@@ -233,6 +233,7 @@ def flash_attn_fwd(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
         batch, sq, sk = q.shape[0], q.shape[1], k.shape[1]
         max_seqlen_q, max_seqlen_k = sq, sk
         lse = torch.empty((batch, hq, sq), device=q.device, dtype=torch.float32)
+    check_grid(batch, hq)
     out = torch.empty_like(q)
     shift_out = torch.empty_like(lse) if return_shift else lse
     has_softcap = softcap is not None and softcap > 0
