@@ -45,7 +45,7 @@ def add_subparser(subparsers) -> argparse.ArgumentParser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--device", default="cuda", help="cpu or cuda (default cuda)")
+    p.add_argument("--device", help="cpu or cuda (default: cuda if available)")
     p.add_argument("--quick", action="store_true", help="small reference-path run (CPU: < 1 minute)")
     p.add_argument("--seqlens", type=_ints, help="comma-separated sequence lengths")
     p.add_argument("--head-dims", type=_ints, help="comma-separated head dims")
@@ -63,11 +63,17 @@ def add_subparser(subparsers) -> argparse.ArgumentParser:
     return p
 
 
+def _device(args: argparse.Namespace) -> str:
+    import torch
+
+    return args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+
+
 def lab_config(args: argparse.Namespace) -> LabConfig:
     """The preset (QUICK or FULL) with the command line's overrides."""
     base = QUICK if args.quick else FULL
     changes = {
-        "device": args.device,
+        "device": _device(args),
         "seqlens": args.seqlens,
         "head_dims": args.head_dims,
         "cases": args.cases,
@@ -84,7 +90,8 @@ def _train(args: argparse.Namespace) -> None:
     from .plots import plot_training
     from .train_experiment import TINY, TrainConfig, run_experiment
 
-    config = TINY if args.device == "cpu" else TrainConfig(device=args.device)
+    device = _device(args)
+    config = TINY if device == "cpu" else TrainConfig(device=device)
     config = dataclasses.replace(config, time_budget_s=args.train_time_budget)
     if args.train_steps:
         config = dataclasses.replace(config, steps=args.train_steps)

@@ -19,9 +19,9 @@ def plot_cumulative(result: dict, path: str | Path) -> Path:
     plt = _pyplot()
     curves = result["curves"]
     fig, ax = plt.subplots(figsize=(8, 5))
-    for name, curve in curves["impl"].items():
+    for n, (name, curve) in enumerate(curves["impl"].items()):
         xs = [round(i * (curves["seqlen"] - 1) / max(len(curve) - 1, 1)) + 1 for i in range(len(curve))]
-        ax.plot(xs, curve, label=name)
+        ax.plot(xs, curve, label=name, color=plt.cm.tab20(n % 20), linestyle="-" if n < 20 else "--")
     ax.axhline(0.0, color="black", linewidth=0.5)
     ax.set_xlabel("tokens summed")
     ax.set_ylabel("mean over heads of cumulative (delta_lp - delta_hp)")
@@ -34,8 +34,11 @@ def plot_cumulative(result: dict, path: str | Path) -> Path:
 
 
 def plot_drift(result: dict, path: str | Path) -> Path:
-    """Delta drift per implementation and case (log scale) at the largest shape of the run."""
+    """Heatmap of the delta drift, implementations x cases, at the largest shape of the run
+    (log colour scale centred on the bias threshold; each cell annotated)."""
     plt = _pyplot()
+    from matplotlib.colors import LogNorm
+
     rows = result["rows"]
     seqlen = max(r["seqlen"] for r in rows)
     head_dim = min(r["head_dim"] for r in rows if r["seqlen"] == seqlen)
@@ -43,18 +46,19 @@ def plot_drift(result: dict, path: str | Path) -> Path:
     cases = list(dict.fromkeys(r["case"] for r in rows))
     impls = list(dict.fromkeys(r["impl"] for r in rows))
     value = {(r["impl"], r["case"]): r["delta_drift"] for r in rows}
-    fig, ax = plt.subplots(figsize=(max(8, 0.9 * len(cases) * max(1, len(impls) / 6)), 5))
-    width = 0.8 / len(impls)
-    for i, impl in enumerate(impls):
-        xs = [c + (i - len(impls) / 2) * width for c in range(len(cases))]
-        ax.bar(xs, [value.get((impl, c), 0.0) for c in cases], width, label=impl)
-    ax.axhline(0.8, color="gray", linestyle=":", label="noise (~0.8)")
-    ax.axhline(result["bias_threshold"], color="red", linestyle="--", label="bias threshold")
-    ax.set_yscale("log")
+    grid = [[value.get((i, c), float("nan")) for c in cases] for i in impls]
+    threshold = result["bias_threshold"]
+    fig, ax = plt.subplots(figsize=(1.0 * len(cases) + 3, 0.38 * len(impls) + 2))
+    image = ax.imshow(grid, cmap="RdBu_r", norm=LogNorm(vmin=threshold**2 / 30, vmax=30), aspect="auto")
+    for y, line in enumerate(grid):
+        for x, v in enumerate(line):
+            if v == v:  # not NaN
+                ax.text(x, y, f"{v:.1f}", ha="center", va="center", fontsize=7,
+                        fontweight="bold" if not v <= threshold else "normal")
     ax.set_xticks(range(len(cases)), cases, rotation=30, ha="right")
-    ax.set_ylabel("mean |sum e| / sqrt(sum e^2) over heads")
-    ax.set_title(f"delta drift, S={seqlen}, D={head_dim} ({result['device_name']})")
-    ax.legend(fontsize=6, ncol=3)
+    ax.set_yticks(range(len(impls)), impls)
+    fig.colorbar(image, ax=ax, label="mean |sum e| / sqrt(sum e^2) (noise ~0.8)")
+    ax.set_title(f"delta drift, S={seqlen}, D={head_dim}, bold > {threshold:g} ({result['device_name']})")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
