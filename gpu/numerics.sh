@@ -33,7 +33,7 @@ fi
 
 if [ -f "$OUT/numerics_tables.md" ]; then
     echo "--- lab (full tables: \$OUT/numerics_tables.md)"
-    grep -v '^S=' "$OUT/lab.log" | tail -n 30
+    grep -v '^S=' "$OUT/lab.log" | tail -n 32
 else
     echo "no lab results; last lines of lab.log:"
     tail -n 20 "$OUT/lab.log" 2>/dev/null

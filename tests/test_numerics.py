@@ -10,7 +10,7 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from hf_stable_attn.numerics.bf16_addition import appendix_b_example, float_bits, two_bit_table
-from hf_stable_attn.numerics.drift import BIAS_THRESHOLD, dq_along_rank1, drift_score, summarize
+from hf_stable_attn.numerics.drift import dq_along_rank1, drift_score, summarize
 from hf_stable_attn.numerics.exact import exact_attention
 from hf_stable_attn.numerics.implementations import IMPLEMENTATIONS
 from hf_stable_attn.numerics.inputs import CASES, make_inputs

@@ -15,6 +15,7 @@ import dataclasses
 import json
 import sys
 from pathlib import Path
+from typing import Callable
 
 from .bf16_addition import appendix_b_example, format_two_bit_table, two_bit_table
 from .implementations import IMPLEMENTATIONS
@@ -26,7 +27,7 @@ def _ints(text: str) -> tuple[int, ...]:
     return tuple(int(x) for x in text.split(","))
 
 
-def _names(valid) -> callable:
+def _names(valid) -> Callable[[str], tuple[str, ...]]:
     def parse(text: str) -> tuple[str, ...]:
         names = tuple(x for x in text.split(",") if x)
         unknown = [n for n in names if n not in valid]

@@ -257,7 +257,9 @@ def text_summary(result: dict) -> str:
                     r = cell.get((impl, c, seqlen, head_dim))
                     cells.append("-" if r is None else f"{r['delta_drift']:.1f}{'*' if r['biased'] else ' '}")
                 lines.append(f"{impl:22s}" + "".join(f"{s:>14s}" for s in cells))
-    if result["unavailable"]:
-        lines.append("unavailable: " + ", ".join(result["unavailable"]))
+    for name, reason in result["unavailable"].items():
+        lines.append(f"unavailable {name}: {reason[:120]}")
+    if result["truncated"]:
+        lines.append("truncated by the time budget")
     lines.append(f"{result['seconds']:.1f}s on {result['device_name']}")
     return "\n".join(lines)
