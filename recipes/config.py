@@ -163,6 +163,7 @@ def parse_config(dataclass_types: tuple[type, ...], argv: list[str] | None = Non
     known, overrides = pre.parse_known_args(argv)
     parser = _Parser(dataclass_types, allow_abbrev=False)
     dests = {a.dest for a in parser._actions if a.dest != "help"}
+    parser.add_argument("--config", help="YAML file of `key: value` defaults; command-line flags win")
 
     file_argv: list[str] = []
     if known.config:

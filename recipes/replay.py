@@ -76,7 +76,7 @@ class BatchOrder(torch.utils.data.Sampler[int]):
         os.replace(tmp, self.record)
 
     def set_epoch(self, epoch: int):
-        """Trainer calls this before each epoch (also when resuming)."""
+        """Trainer calls this before each epoch (also when resuming); without it epochs count up by iteration."""
         self.epoch = epoch
 
     def batches(self, epoch: int) -> list[list[int]]:
@@ -94,9 +94,10 @@ class BatchOrder(torch.utils.data.Sampler[int]):
         return self.steps_per_epoch * self.global_batch
 
     def __iter__(self):
-        batches = self.batches(self.epoch)
+        epoch, self.epoch = self.epoch, self.epoch + 1
+        batches = self.batches(epoch)
         if self.record:
             epochs = json.loads(Path(self.record).read_text())["epochs"]
-            epochs[str(self.epoch)] = batches
+            epochs[str(epoch)] = batches
             self._write(epochs)
         return (i for batch in batches for i in batch)

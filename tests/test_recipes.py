@@ -177,9 +177,10 @@ def test_batch_order_record_replay(tmp_path):
     for e in range(3):
         rep.set_epoch(e)
         assert list(rep) == epochs[e]
-    rep.set_epoch(3)
-    with pytest.raises(ValueError, match="epoch 3 was not among them"):
+    with pytest.raises(ValueError, match="epoch 3 was not among them"):  # epochs count up without set_epoch too
         list(rep)
+    rep.set_epoch(1)
+    assert list(rep) == epochs[1]
     with pytest.raises(ValueError, match="global_batch=4.*this run has 8"):
         BatchOrder(10, 8, dataset="d", replay=f)
     small = BatchOrder(3, 4, seed=0)  # fewer samples than a global batch: one batch per epoch, reusing samples
@@ -231,15 +232,20 @@ def test_resume_continues_identically(tmp_path, cache):
 
 def test_accelerate_launch_cpu_with_replay_and_two_process_ddp(tmp_path, cache):
     def launch(launcher, out, *extra):
-        cmd = [sys.executable, "-m", *launcher, str(REPO / "recipes/pretrain_gpt2.py"), *tiny_argv(cache, out, *extra)]
+        cmd = [sys.executable, "-m", *launcher, str(REPO / "recipes/pretrain_gpt2.py"), *tiny_argv(cache, out, *extra),
+               "--dataset", str(text)]
         done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300,
                               env={**os.environ, "PYTHONPATH": str(REPO)})
         assert done.returncode == 0, done.stderr[-3000:]
         return losses(out)
 
+    # ~45 blocks of 128 tokens: 2 optimizer steps of 16 sequences per epoch, so 3 steps cross into epoch 1
+    text = tmp_path / "small.txt"
+    text.write_text(next(corpus.iter_documents(DataArguments(max_documents=1)))[:20_000])
     accelerate = ["accelerate.commands.launch", "--config_file", str(REPO / "recipes/accelerate/cpu.yaml")]
     order = str(tmp_path / "order.json")
     recorded = launch(accelerate, tmp_path / "a", "--record_batches", order, "--data_seed", "5")
+    assert set(json.loads(Path(order).read_text())["epochs"]) == {"0", "1"}
     assert (tmp_path / "a" / "model.safetensors").is_file()
     assert launch(accelerate, tmp_path / "b", "--replay_batches", order, "--data_seed", "6") == recorded
     # DDP over 2 CPU processes (gloo), micro-batch 8 x 2 processes x 1 accumulation step = the recorded
