@@ -53,9 +53,9 @@ def plot(runs: dict[str, dict[str, list[float]]], png: str):
 
     fig, (ax_loss, ax_rate) = plt.subplots(1, 2, figsize=(11, 4))
     for label, r in runs.items():
-        ax_loss.plot(r["step"], r["loss"], label=label)
-        ax_rate.plot(r["step"][1:], r["tokens_per_s"][1:], label=label)
-    ax_loss.set(xlabel="optimizer step", ylabel="training loss", title="loss (same replayed batches)")
+        ax_loss.plot(r["step"], r["loss"], marker="o", markersize=2, label=label)
+        ax_rate.plot(r["step"][1:], r["tokens_per_s"][1:], marker="o", markersize=2, label=label)
+    ax_loss.set(xlabel="optimizer step", ylabel="training loss", title="training loss")
     ax_rate.set(xlabel="optimizer step", ylabel="tokens / s", title="throughput")
     for ax in (ax_loss, ax_rate):
         ax.grid(alpha=0.3)
@@ -76,7 +76,10 @@ def main(argv: list[str] | None = None) -> dict:
         runs[label or Path(path).stem] = read_run(path)
     summary = summarize(runs)
     if args.png:
-        plot(runs, args.png)
+        try:
+            plot(runs, args.png)
+        except ImportError:
+            print("matplotlib is not installed: no PNG (the CSVs and the JSON hold the numbers)")
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=1))
     print(f"{'run':<24}{'steps':>7}{'final loss':>12}{'tokens/s':>12}{'peak GiB':>10}{'|dloss| vs 1st':>16}")

@@ -235,7 +235,7 @@ def test_accelerate_launch_cpu_with_replay_and_two_process_ddp(tmp_path, cache):
         cmd = [sys.executable, "-m", *launcher, str(REPO / "recipes/pretrain_gpt2.py"), *tiny_argv(cache, out, *extra),
                "--dataset", str(text)]
         done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                              env={**os.environ, "PYTHONPATH": str(REPO)})
+                              env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])})
         assert done.returncode == 0, done.stderr[-3000:]
         return losses(out)
 
@@ -268,3 +268,15 @@ def test_lora_on_tiny_llama(tmp_path, cache):
     assert any(p.abs().max() > 0 for p in lora_b)  # LoRA B starts at zero: training moved it
     frozen = [p for n, p in trainer.model.named_parameters() if "lora_" not in n]
     assert frozen and not any(p.requires_grad for p in frozen)
+
+
+def test_plot_curves_compares_runs(tmp_path):
+    from recipes import plot_curves
+
+    header = "step,loss,grad_norm,learning_rate,tokens_per_s,peak_mem_gib,elapsed_s\n"
+    (tmp_path / "a.csv").write_text(header + "1,5.0,1,0.1,10,1.5,1\n2,4.0,1,0.1,100,2.0,2\n3,3.0,1,0.1,300,2.0,3\n")
+    (tmp_path / "b.csv").write_text(header + "1,5.0,1,0.1,20,1.0,1\n2,4.5,1,0.1,200,1.0,2\n3,3.0,1,0.1,400,1.0,3\n")
+    summary = plot_curves.main([f"{tmp_path}/a.csv:a", f"{tmp_path}/b.csv:b", "--png", str(tmp_path / "c.png")])
+    assert summary["a"]["median_tokens_per_s"] == 200 and summary["b"]["median_tokens_per_s"] == 300  # first left out
+    assert summary["b"]["max_abs_loss_diff_vs_first"] == 0.5 and summary["a"]["peak_mem_gib"] == 2.0
+    assert (tmp_path / "c.png").stat().st_size > 1000
