@@ -77,7 +77,7 @@ def row_shift(m1, tied, beta, min_gap, max_gap, STABILIZE: tl.constexpr):
     base = tl.where(finite, m1, 0.0)
     if STABILIZE:
         target = tl.where(m1 > 0, beta * m1, 0.0)
-        gap = tl.minimum(tl.maximum(target - m1, min_gap), max_gap)
+        gap = tl.maximum(max_gap * tanh((target - m1) / max_gap), min_gap)
         base = tl.where(finite & tied, base + gap, base)
     return base
 

@@ -42,7 +42,7 @@ if INTERPRETING:
 
 from hf_stable_attn.dropout import keep_mask  # noqa: E402
 from hf_stable_attn.reference import reference_backward, reference_forward  # noqa: E402
-from hf_stable_attn.shift_rule import shift_params  # noqa: E402
+from hf_stable_attn.shift_rule import row_shift, shift_params  # noqa: E402
 from hf_stable_attn.testing import attention_oracle, check_flash_rule, max_error  # noqa: E402
 
 
@@ -283,15 +283,16 @@ def test_near_ties_across_tiles_use_the_dtype_window(gap):
     _, _, shift = run_kernel(q, k, v, m, params, return_shift=True)
     _, _, ref_shift = reference_forward(q, k, v, **m, shift=params, return_shift=True)
     assert max_error(shift, ref_shift) <= 1e-5
-    m1 = 2.0
-    expected = m1 + min(max(m1, params.min_gap), params.max_gap) if tied else m1
+    expected = row_shift(torch.tensor(2.0), torch.tensor(2.0 - actual_gap), params).item()
+    assert (expected > 2.0) == tied
     assert shift.item() == pytest.approx(expected, abs=1e-5)
     check_case(q, k, v, m, grads=False)
 
 
 @interp
 def test_large_row_max_beta8_no_underflow():
-    """m1 ~ 100 with beta 8: (beta - 1) * m1 is clamped to max_gap, no NaN, no zero row."""
+    """m1 ~ 100 with beta 8: the gap (beta - 1) * m1 = 700 stays under the soft max_gap
+    ceiling, no NaN, no zero row."""
     a = [10.0] * 40
     a[7], a[30] = 100.0, 100.0
     q, k, v = _scored(a, [0.0] * 40)
@@ -299,7 +300,9 @@ def test_large_row_max_beta8_no_underflow():
     params = shift_params(q.dtype, beta=8.0)
     out, lse, shift = run_kernel(q, k, v, m, params, return_shift=True)
     assert torch.isfinite(out).all() and torch.isfinite(lse).all()
-    assert shift.item() == pytest.approx(100.0 + params.max_gap, abs=1e-4)
+    expected = row_shift(torch.tensor(100.0), torch.tensor(100.0), params).item()
+    assert 100.0 + 0.99 * params.max_gap < expected <= 100.0 + params.max_gap
+    assert shift.item() == pytest.approx(expected, abs=1e-4)
     assert lse.item() == pytest.approx(100.0 + math.log(2.0), abs=1e-4)
     expected = (v[0, 7, 0].float() + v[0, 30, 0].float()) / 2
     assert max_error(out[0, 0, 0], expected) <= 2e-2

@@ -54,25 +54,34 @@ def test_bf16_training_step_matches_peer(family):
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_bf16_generate_runs_and_mostly_agrees(family):
+def test_bf16_generate_picks_the_peers_argmax(family):
+    """Greedy tokens of stable_flash, checked against the peer's logits on the same sequence.
+
+    Tiny random models have nearly flat logits, so bf16 noise can flip a greedy choice between
+    two implementations; the check is that every token we chose is the peer's argmax within
+    bf16 tolerance (teacher forcing on our sequence).
+    """
     ids, mask = left_padded_batch(seed=12, lengths=(20, 9, 31))
     ids, mask = ids.cuda(), mask.cuda()
-    kwargs = dict(max_new_tokens=8, do_sample=False, attention_mask=mask, pad_token_id=0)
+    new = 8
     for cache in ("dynamic", "static"):
         extra = {"cache_implementation": "static"} if cache == "static" else {}
         ours = tiny_model(family, "stable_flash", dtype=torch.bfloat16).cuda().eval()
         peer = tiny_model(family, _peer(family), dtype=torch.bfloat16).cuda().eval()
-        a = ours.generate(ids, **kwargs, **extra)[:, ids.shape[1]:]
-        b = peer.generate(ids, **kwargs, **extra)[:, ids.shape[1]:]
-        # bf16 rounding can flip a near-tied argmax; the first new token must agree
-        assert torch.equal(a[:, 0], b[:, 0]), cache
-        assert (a == b).float().mean() > 0.6, cache
+        seq = ours.generate(ids, max_new_tokens=new, do_sample=False, attention_mask=mask, pad_token_id=0, **extra)
+        full_mask = torch.cat([mask, torch.ones_like(seq[:, ids.shape[1]:])], dim=1)
+        with torch.no_grad():
+            logits = peer(input_ids=seq, attention_mask=full_mask).logits.float()
+        steps = logits[:, ids.shape[1] - 1 : -1]  # (B, new, V): the logits that chose each token
+        chosen = steps.gather(-1, seq[:, ids.shape[1]:, None])[..., 0]
+        tol = 0.02 * steps.abs().amax(dim=(1, 2), keepdim=True)[..., 0] + 1e-2
+        assert (chosen >= steps.amax(-1) - tol).all(), cache
 
 
 @pytest.mark.parametrize("family", ["llama", "gpt2"])
 def test_torch_compile_fullgraph_on_gpu(family):
     model = tiny_model(family, "stable_flash", dtype=torch.bfloat16).cuda().train()
-    ids = torch.randint(3, 128, (2, 256), device="cuda")
+    ids = torch.randint(3, 128, (2, 120), device="cuda")  # GPT-2 tiny has 128 positions
     eager_loss = model(input_ids=ids, labels=ids).loss
     compiled = torch.compile(model, fullgraph=True)
     loss = compiled(input_ids=ids, labels=ids).loss
