@@ -155,7 +155,8 @@ class _BatchObserver:
     """Observer: per layer and query head, max logit and repeated-max fraction on sampled rows.
 
     Only the first call per layer counts (later micro-batches and gradient-checkpointing
-    recomputes are ignored). Runs eagerly under torch.compile.
+    recomputes are ignored). Runs eagerly under torch.compile; the monitor keeps one instance so
+    that compiled graphs guarding on the observer list recompile once, not at every measurement.
     """
 
     def __init__(self, sample_rows: int, sample_sequences: int):
@@ -164,6 +165,9 @@ class _BatchObserver:
         self.max_logit: dict[int, torch.Tensor] = {}  # layer -> (Hq,)
         self.repeated: dict[int, torch.Tensor] = {}  # layer -> (Hq,) fraction of sampled rows
         self._fallback: dict[int, int] = {}
+
+    def reset(self):
+        self.max_logit, self.repeated = {}, {}
 
     @torch.compiler.disable
     @torch.no_grad()
@@ -258,8 +262,6 @@ class StabilityMonitor(TrainerCallback):
         self.min_history = min_history
         self.on_alert = on_alert
         self.observe_attention = observe
-        self.sample_rows = sample_rows
-        self.sample_sequences = sample_sequences
         self.per_head = per_head
         self.power_iters = power_iters
         self.should_stop = False
@@ -267,7 +269,7 @@ class StabilityMonitor(TrainerCallback):
         self.last_record: dict | None = None
         self._u: dict[tuple[int, str], torch.Tensor] = {}
         self._history: dict[tuple, deque] = {}
-        self._observer: _BatchObserver | None = None
+        self._observer = _BatchObserver(sample_rows, sample_sequences)
         self._observe_ctx: ExitStack | None = None
         self._last_loss: float | None = None
         self._warned_sharding = False
@@ -347,7 +349,7 @@ class StabilityMonitor(TrainerCallback):
             return
         from hf_stable_attn.hooks import observe_attention
 
-        self._observer = _BatchObserver(self.sample_rows, self.sample_sequences)
+        self._observer.reset()
         self._observe_ctx = ExitStack()
         self._observe_ctx.enter_context(observe_attention(self._observer))
 
@@ -380,12 +382,9 @@ class StabilityMonitor(TrainerCallback):
                 iters = self.power_iters if u is not None else 4 * self.power_iters
                 sigma, self._u[(p.layer, which)] = power_iteration(w, u, iters)
                 record[f"spectral_norm_{which}"][p.layer] = sigma.cpu().tolist()
-        if self._observer is not None:
-            record["max_logit"] = {l: v.tolist() for l, v in sorted(self._observer.max_logit.items())}
-            record["repeated_max_fraction"] = {
-                l: v.tolist() for l, v in sorted(self._observer.repeated.items())
-            }
-            self._observer = None
+        record["max_logit"] = {l: v.tolist() for l, v in sorted(self._observer.max_logit.items())}
+        record["repeated_max_fraction"] = {l: v.tolist() for l, v in sorted(self._observer.repeated.items())}
+        self._observer.reset()
         record["alerts"] = self._apply_rule(record)
         self.last_record = record
         return record

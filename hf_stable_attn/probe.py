@@ -219,7 +219,9 @@ class AttentionProbe:
         heads: query heads to summarise (None = all).
         chosen: (layer, head) pairs whose full tensors are kept (scores, P K, X, rank-1 matrices).
         max_listed_rows: tied rows listed per head in the summary (the counts are always exact).
+        max_listed_keys: tied keys listed per row (``n_keys`` has their number).
         rank1_tokens: how many tokens' rank-1 matrices are kept per chosen head.
+        similarity_tokens: token-to-token similarities over the first this many tokens.
         top_columns: largest columns per rank-1 matrix used by the column similarity.
     """
 
@@ -230,14 +232,18 @@ class AttentionProbe:
         heads: list[int] | None = None,
         chosen: list[tuple[int, int]] = (),
         max_listed_rows: int = 32,
+        max_listed_keys: int = 16,
         rank1_tokens: int = 16,
+        similarity_tokens: int = 512,
         top_columns: int = 8,
     ):
         self.layers = None if layers is None else set(layers)
         self.heads = None if heads is None else list(heads)
         self.chosen = {(int(l), int(h)) for l, h in chosen}
         self.max_listed_rows = max_listed_rows
+        self.max_listed_keys = max_listed_keys
         self.rank1_tokens = rank1_tokens
+        self.similarity_tokens = similarity_tokens
         self.top_columns = top_columns
         self.text_index = 0
         self.stats: dict[int, dict[int, _HeadStats]] = {}
@@ -336,10 +342,11 @@ class AttentionProbe:
             room = self.max_listed_rows - len(st.tied_rows)
             if counts[1][i] and room > 0:
                 for bi, ri in tied[:, i].nonzero().tolist()[:room]:
-                    keys = ties.tied_keys[bi, i, ri].nonzero()[:, 0].tolist()
+                    keys = ties.tied_keys[bi, i, ri].nonzero()[:, 0]
                     st.tied_rows.append({
-                        "text": self.text_index, "batch": bi, "row": r0 + ri, "keys": keys,
-                        "sink": int(sink[bi, ri]) in keys, "max": float(ties.m1[bi, i, ri]),
+                        "text": self.text_index, "batch": bi, "row": r0 + ri,
+                        "keys": keys[: self.max_listed_keys].tolist(), "n_keys": len(keys),
+                        "sink": bool(sink_tied[bi, i, ri]), "max": float(ties.m1[bi, i, ri]),
                         "gap": float(ties.gap[bi, i, ri]),
                     })
 
@@ -355,7 +362,8 @@ class AttentionProbe:
         if x is None:
             return
         x0 = x[0, -s0.shape[0]:].float()  # (Sq, F): rows of the queries
-        sim = rank1_similarity(pk, x0, self.top_columns)
+        t = min(self.similarity_tokens, pk.shape[0])
+        sim = rank1_similarity(pk[:t], x0[:t], self.top_columns)
         n = min(self.rank1_tokens, pk.shape[0])
         self.tensors[f"{name}.x"] = x0.contiguous()
         self.tensors[f"{name}.rank1"] = rank1_matrices(pk[:n], x0[:n]).contiguous()

@@ -191,7 +191,7 @@ def test_probe_maps_gqa_heads_in_llama3():
         assert layer0[h]["sink_tied_rows"] == (n - 1) + 9
         assert layer0[h]["p_ones"] == n * (n + 1) // 2 + 10 * 11 // 2
         last = [r for r in layer0[h]["tied_rows"] if r["text"] == 0][-1]
-        assert last["row"] == n - 1 and last["keys"] == list(range(n))
+        assert last["row"] == n - 1 and last["n_keys"] == n and last["keys"] == list(range(16))
     for h in (2, 3):
         assert layer0[h]["repeated_max_rows"] == 0
     assert all(h["repeated_max_rows"] == 0 for h in summary["layers"][1]["heads"])
