@@ -55,7 +55,8 @@ class RunArguments:
         metadata={"help": "Stop (and save) at this optimizer step; unlike max_steps the LR schedule is unchanged."},
     )
     metrics_csv: str | None = field(
-        default=None, metadata={"help": "Per-log-step CSV (loss, lr, tokens/s, memory); default OUTPUT_DIR/metrics.csv."}
+        default=None,
+        metadata={"help": "Per-log-step CSV (loss, lr, tokens/s, memory); default OUTPUT_DIR/metrics.csv."},
     )
 
     def __post_init__(self):

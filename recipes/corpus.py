@@ -77,12 +77,14 @@ def document_text(row: dict, text_column: str) -> str:
     if "instruction" in row and "output" in row:
         extra = row.get("input") or ""
         return ALPACA.format(
-            instruction=row["instruction"], input_block=f"### Input:\n{extra}\n\n" if extra else "", output=row["output"]
+            instruction=row["instruction"],
+            input_block=f"### Input:\n{extra}\n\n" if extra else "",
+            output=row["output"],
         )
     raise KeyError(f"rows have no '{text_column}' column (columns: {sorted(row)}); set --text_column")
 
 
-def _read_text(path: Path) -> str:
+def read_text_file(path: Path) -> str:
     opener = gzip.open if path.name.endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8") as f:
         return f.read()
@@ -98,7 +100,7 @@ def iter_documents(args: DataArguments) -> Iterator[str]:
     if datasets is None:
         if files is None or any(_suffix(f) not in TEXT_SUFFIXES for f in files):
             raise ImportError(f"dataset {args.dataset!r} needs the `datasets` package (pip install datasets)")
-        docs = (_read_text(f) for f in files)
+        docs = (read_text_file(f) for f in files)
     else:
         if files is None:
             ds = datasets.load_dataset(args.dataset, args.dataset_config, split=args.dataset_split)
@@ -159,8 +161,14 @@ def tokenize_to_cache(args: DataArguments, tokenizer, cache_dir: Path) -> Path:
                 np.asarray([*ids, tokenizer.eos_token_id], dtype=dtype).tofile(out)
                 num_tokens += len(ids) + 1
             num_docs += len(chunk)
-    meta = {"num_tokens": num_tokens, "num_documents": num_docs, "dtype": np.dtype(dtype).name,
-            "dataset": args.dataset, "tokenizer": tokenizer.name_or_path, "vocab_size": len(tokenizer)}
+    meta = {
+        "num_tokens": num_tokens,
+        "num_documents": num_docs,
+        "dtype": np.dtype(dtype).name,
+        "dataset": args.dataset,
+        "tokenizer": tokenizer.name_or_path,
+        "vocab_size": len(tokenizer),
+    }
     (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
     tmp.rename(folder)
     logger.info("tokenized %d documents into %d tokens -> %s", num_docs, num_tokens, folder)

@@ -49,7 +49,9 @@ class LoraArguments:
     """The base model and the LoRA adapter."""
 
     model_name_or_path: str | None = field(default=None, metadata={"help": "Base model folder or hub name (required)."})
-    dtype: Literal["bfloat16", "float16", "float32"] = field(default="bfloat16", metadata={"help": "Base weights dtype."})
+    dtype: Literal["bfloat16", "float16", "float32"] = field(
+        default="bfloat16", metadata={"help": "Base weights dtype."}
+    )
     lora_r: int = field(default=16, metadata={"help": "LoRA rank."})
     lora_alpha: int = field(default=32, metadata={"help": "LoRA scaling numerator (scale = alpha / r)."})
     lora_dropout: float = field(default=0.05, metadata={"help": "Dropout on the LoRA input."})
@@ -78,8 +80,11 @@ def build_model(lora: LoraArguments, run: RunArguments):
     )
     apply_fix_options(model, run)
     adapter = LoraConfig(
-        r=lora.lora_r, lora_alpha=lora.lora_alpha, lora_dropout=lora.lora_dropout,
-        target_modules=lora.lora_target_modules, task_type="CAUSAL_LM",
+        r=lora.lora_r,
+        lora_alpha=lora.lora_alpha,
+        lora_dropout=lora.lora_dropout,
+        target_modules=lora.lora_target_modules,
+        task_type="CAUSAL_LM",
     )
     return get_peft_model(model, adapter)
 
@@ -91,24 +96,43 @@ def main(argv: list[str] | None = None) -> RecipeTrainer:
             raise ConfigError("LoRA uses the base model's vocabulary: --tokenizer must be 'auto' or a tokenizer path")
     except ConfigError as e:
         raise SystemExit(f"finetune_lora.py: error: {e}") from None
-    logging.basicConfig(format="%(asctime)s %(name)s: %(message)s", level=logging.INFO if args.process_index == 0 else logging.WARNING)
+    logging.basicConfig(
+        format="%(asctime)s %(name)s: %(message)s", level=logging.INFO if args.process_index == 0 else logging.WARNING
+    )
     set_seed(args.seed)
 
     tokenizer = AutoTokenizer.from_pretrained(lora.model_name_or_path if data.tokenizer == "auto" else data.tokenizer)
     with args.main_process_first(desc="tokenize and cache"):
-        dataset = PackedDataset(tokenize_to_cache(data, tokenizer, Path(data.data_cache_dir).expanduser()), data.block_size)
+        dataset = PackedDataset(
+            tokenize_to_cache(data, tokenizer, Path(data.data_cache_dir).expanduser()), data.block_size
+        )
     model = build_model(lora, run)
     if len(tokenizer) > model.get_input_embeddings().num_embeddings:
-        raise SystemExit(f"finetune_lora.py: error: tokenizer has {len(tokenizer)} tokens, the model's vocabulary "
-                         f"{model.get_input_embeddings().num_embeddings}; use the model's own tokenizer")
+        raise SystemExit(
+            f"finetune_lora.py: error: tokenizer has {len(tokenizer)} tokens, the model's vocabulary "
+            f"{model.get_input_embeddings().num_embeddings}; use the model's own tokenizer"
+        )
     trainable, total = model.get_nb_trainable_parameters()
-    logger.info("LoRA r=%d on %s: %d trainable of %d parameters, attn=%s, %d blocks of %d tokens",
-                lora.lora_r, lora.lora_target_modules, trainable, total, run.attn, len(dataset), data.block_size)
+    logger.info(
+        "LoRA r=%d on %s: %d trainable of %d parameters, attn=%s, %d blocks of %d tokens",
+        lora.lora_r,
+        lora.lora_target_modules,
+        trainable,
+        total,
+        run.attn,
+        len(dataset),
+        data.block_size,
+    )
 
     tokens_per_step = global_batch(args) * data.block_size
     trainer = RecipeTrainer(
-        model=model, args=args, train_dataset=dataset, data_collator=default_data_collator, processing_class=tokenizer,
-        callbacks=callbacks(run, args, tokens_per_step), batch_order=batch_order(dataset, data, args),
+        model=model,
+        args=args,
+        train_dataset=dataset,
+        data_collator=default_data_collator,
+        processing_class=tokenizer,
+        callbacks=callbacks(run, args, tokens_per_step),
+        batch_order=batch_order(dataset, data, args),
     )
     attach_monitor(trainer, run)
     result = trainer.train(resume_from_checkpoint=resume_checkpoint(args))

@@ -29,11 +29,11 @@ def read_run(path: str) -> dict[str, list[float]]:
 def summarize(runs: dict[str, dict[str, list[float]]]) -> dict[str, dict]:
     """Per-run summary numbers, and the loss gap to the first run."""
     first = next(iter(runs.values()))
-    ref = dict(zip(first["step"], first["loss"]))
+    ref = dict(zip(first["step"], first["loss"], strict=True))
     out = {}
     for label, r in runs.items():
         rates = r["tokens_per_s"][1:] or r["tokens_per_s"]
-        common = [(s, l) for s, l in zip(r["step"], r["loss"]) if s in ref]
+        common = [(s, l) for s, l in zip(r["step"], r["loss"], strict=True) if s in ref]
         out[label] = {
             "steps": int(r["step"][-1]),
             "final_loss": r["loss"][-1],
@@ -84,8 +84,10 @@ def main(argv: list[str] | None = None) -> dict:
         Path(args.json).write_text(json.dumps(summary, indent=1))
     print(f"{'run':<24}{'steps':>7}{'final loss':>12}{'tokens/s':>12}{'peak GiB':>10}{'|dloss| vs 1st':>16}")
     for label, s in summary.items():
-        print(f"{label:<24}{s['steps']:>7}{s['final_loss']:>12.4f}{s['median_tokens_per_s']:>12.0f}"
-              f"{s['peak_mem_gib']:>10.2f}{s['max_abs_loss_diff_vs_first']:>16.2e}")
+        print(
+            f"{label:<24}{s['steps']:>7}{s['final_loss']:>12.4f}{s['median_tokens_per_s']:>12.0f}"
+            f"{s['peak_mem_gib']:>10.2f}{s['max_abs_loss_diff_vs_first']:>16.2e}"
+        )
     return summary
 
 

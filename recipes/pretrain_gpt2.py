@@ -65,9 +65,16 @@ def build_model(gpt2: GPT2Arguments, run: RunArguments, block_size: int, tokeniz
     """A freshly initialized GPT2LMHeadModel (GPT-2's init) with the chosen attention."""
     vocab = -(-len(tokenizer) // gpt2.vocab_multiple) * gpt2.vocab_multiple
     config = GPT2Config(
-        n_layer=gpt2.n_layer, n_head=gpt2.n_head, n_embd=gpt2.n_embd, n_positions=block_size, vocab_size=vocab,
-        attn_pdrop=gpt2.attn_dropout, resid_pdrop=gpt2.dropout, embd_pdrop=gpt2.dropout,
-        bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id,
+        n_layer=gpt2.n_layer,
+        n_head=gpt2.n_head,
+        n_embd=gpt2.n_embd,
+        n_positions=block_size,
+        vocab_size=vocab,
+        attn_pdrop=gpt2.attn_dropout,
+        resid_pdrop=gpt2.dropout,
+        embd_pdrop=gpt2.dropout,
+        bos_token_id=tokenizer.eos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
     )
     model = AutoModelForCausalLM.from_config(config, **attention_kwargs(run))
     apply_fix_options(model, run)
@@ -79,22 +86,41 @@ def main(argv: list[str] | None = None) -> RecipeTrainer:
         gpt2, run, data, args = parse_config((GPT2Arguments, RunArguments, DataArguments, TrainingArguments), argv)
     except ConfigError as e:
         raise SystemExit(f"pretrain_gpt2.py: error: {e}") from None
-    logging.basicConfig(format="%(asctime)s %(name)s: %(message)s", level=logging.INFO if args.process_index == 0 else logging.WARNING)
+    logging.basicConfig(
+        format="%(asctime)s %(name)s: %(message)s", level=logging.INFO if args.process_index == 0 else logging.WARNING
+    )
     set_seed(args.seed)
 
     cache = Path(data.data_cache_dir).expanduser()
     with args.main_process_first(desc="tokenize and cache"):  # rank 0 fills the cache, the others read it
-        tokenizer = load_tokenizer(data.tokenizer, own=GPT2_TOKENIZER, texts=lambda: training_text_sample(data),
-                                   fingerprint=source_fingerprint(data), vocab_size=data.bpe_vocab_size, cache_dir=cache)
+        tokenizer = load_tokenizer(
+            data.tokenizer,
+            own=GPT2_TOKENIZER,
+            texts=lambda: training_text_sample(data),
+            fingerprint=source_fingerprint(data),
+            vocab_size=data.bpe_vocab_size,
+            cache_dir=cache,
+        )
         dataset = PackedDataset(tokenize_to_cache(data, tokenizer, cache), data.block_size)
     model = build_model(gpt2, run, data.block_size, tokenizer)
     tokens_per_step = global_batch(args) * data.block_size
-    logger.info("GPT-2 %.1fM parameters, attn=%s, %d blocks of %d tokens, %d tokens per optimizer step",
-                model.num_parameters() / 1e6, run.attn, len(dataset), data.block_size, tokens_per_step)
+    logger.info(
+        "GPT-2 %.1fM parameters, attn=%s, %d blocks of %d tokens, %d tokens per optimizer step",
+        model.num_parameters() / 1e6,
+        run.attn,
+        len(dataset),
+        data.block_size,
+        tokens_per_step,
+    )
 
     trainer = RecipeTrainer(
-        model=model, args=args, train_dataset=dataset, data_collator=default_data_collator, processing_class=tokenizer,
-        callbacks=callbacks(run, args, tokens_per_step), batch_order=batch_order(dataset, data, args),
+        model=model,
+        args=args,
+        train_dataset=dataset,
+        data_collator=default_data_collator,
+        processing_class=tokenizer,
+        callbacks=callbacks(run, args, tokens_per_step),
+        batch_order=batch_order(dataset, data, args),
     )
     attach_monitor(trainer, run)
     result = trainer.train(resume_from_checkpoint=resume_checkpoint(args))

@@ -54,8 +54,14 @@ class BatchOrder(torch.utils.data.Sampler[int]):
             self._write(old.get("epochs", {}) if {k: old.get(k) for k in self._header()} == self._header() else {})
 
     def _header(self) -> dict:
-        return {"format": FORMAT, "version": 1, "num_samples": self.num_samples,
-                "global_batch": self.global_batch, "dataset": self.dataset, "seed": self.seed}
+        return {
+            "format": FORMAT,
+            "version": 1,
+            "num_samples": self.num_samples,
+            "global_batch": self.global_batch,
+            "dataset": self.dataset,
+            "seed": self.seed,
+        }
 
     def _load(self, path: str) -> dict[str, list[list[int]]]:
         data = json.loads(Path(path).read_text())
@@ -83,7 +89,9 @@ class BatchOrder(torch.utils.data.Sampler[int]):
         """The global batches of `epoch`: `steps_per_epoch` lists of `global_batch` sample indices."""
         if self.recorded is not None:
             if str(epoch) not in self.recorded:
-                raise ValueError(f"the replayed run recorded {len(self.recorded)} epochs; epoch {epoch} was not among them")
+                raise ValueError(
+                    f"the replayed run recorded {len(self.recorded)} epochs; epoch {epoch} was not among them"
+                )
             return self.recorded[str(epoch)]
         g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
         length = self.steps_per_epoch * self.global_batch

@@ -16,17 +16,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from recipes.corpus import EMBEDDED_DIR, _read_text
+from recipes.corpus import EMBEDDED_DIR, read_text_file
 from recipes.tokenizer import train_bpe
 
 
 def save_tiny_llama(path: str | Path, vocab_size: int = 512, seed: int = 0) -> Path:
     """Save a tiny LlamaForCausalLM (bf16, 2 layers, 4 query / 2 KV heads of 16) and its tokenizer to `path`."""
-    tokenizer = train_bpe((_read_text(f) for f in sorted(EMBEDDED_DIR.glob("*.txt.gz"))[:2]), vocab_size)
+    tokenizer = train_bpe((read_text_file(f) for f in sorted(EMBEDDED_DIR.glob("*.txt.gz"))[:2]), vocab_size)
     config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
     )
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config).to(torch.bfloat16)

@@ -81,7 +81,9 @@ class EarlyStop(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         late = self.seconds is not None and time.monotonic() - self.start > self.seconds
-        stop = torch.tensor(float(late or (self.step is not None and state.global_step >= self.step)), device=args.device)
+        stop = torch.tensor(
+            float(late or (self.step is not None and state.global_step >= self.step)), device=args.device
+        )
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             torch.distributed.all_reduce(stop, op=torch.distributed.ReduceOp.MAX)
         if stop.item():
@@ -113,8 +115,15 @@ class MetricsCSV(TrainerCallback):
         steps, self.last_step = state.global_step - self.last_step, state.global_step
         seconds, self.last_time = now - self.last_time, now
         peak = torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else float("nan")
-        row = (state.global_step, logs["loss"], logs.get("grad_norm", float("nan")), logs.get("learning_rate"),
-               steps * self.tokens_per_step / max(seconds, 1e-9), peak, now - self.start)
+        row = (
+            state.global_step,
+            logs["loss"],
+            logs.get("grad_norm", float("nan")),
+            logs.get("learning_rate"),
+            steps * self.tokens_per_step / max(seconds, 1e-9),
+            peak,
+            now - self.start,
+        )
         with open(self.path, "a", newline="") as f:
             csv.writer(f).writerow(row)
 
@@ -138,7 +147,10 @@ def attach_monitor(trainer: Trainer, run: RunArguments):
         return None
     from hf_stable_attn.monitor import StabilityMonitor  # lazy: only runs that ask for it need it
 
-    kwargs = {"log_file": str(Path(trainer.args.output_dir) / "stability_monitor.jsonl"), **json.loads(run.monitor_kwargs)}
+    kwargs = {
+        "log_file": str(Path(trainer.args.output_dir) / "stability_monitor.jsonl"),
+        **json.loads(run.monitor_kwargs),
+    }
     monitor = StabilityMonitor(**kwargs)
     trainer.add_callback(monitor)
     return monitor

@@ -37,13 +37,33 @@ def cache(tmp_path_factory):
 
 
 def tiny_argv(cache, out, *extra):
-    return ["--config", TINY, "--data_cache_dir", cache, "--output_dir", str(out), "--max_steps", "3", "--max_documents", "2",
-            "--logging_steps", "1", "--save_strategy", "no", "--disable_tqdm", "true", *extra]
+    return [
+        "--config",
+        TINY,
+        "--data_cache_dir",
+        cache,
+        "--output_dir",
+        str(out),
+        "--max_steps",
+        "3",
+        "--max_documents",
+        "2",
+        "--logging_steps",
+        "1",
+        "--save_strategy",
+        "no",
+        "--disable_tqdm",
+        "true",
+        *extra,
+    ]
 
 
 def losses(trainer_or_dir):
-    history = (trainer_or_dir.state.log_history if isinstance(trainer_or_dir, RecipeTrainer)
-               else json.loads((Path(trainer_or_dir) / "trainer_state.json").read_text())["log_history"])
+    history = (
+        trainer_or_dir.state.log_history
+        if isinstance(trainer_or_dir, RecipeTrainer)
+        else json.loads((Path(trainer_or_dir) / "trainer_state.json").read_text())["log_history"]
+    )
     out = {h["step"]: h["loss"] for h in history if "loss" in h}
     assert out and all(math.isfinite(v) for v in out.values()), history
     return out
@@ -64,6 +84,7 @@ def spy_batches(monkeypatch):
 
 # -- configs ------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.yaml")), ids=lambda p: p.name)
 def test_configs_parse(path):
     types = LORA if path.name.startswith("llama") else PRETRAIN
@@ -74,7 +95,9 @@ def test_configs_parse(path):
 
 
 def test_paper_config_is_section_3_1():
-    gpt2, run, data, args = parse_config(PRETRAIN, ["--config", str(CONFIGS / "gpt2_124m_paper.yaml"), "--use_cpu", "true"])
+    gpt2, run, data, args = parse_config(
+        PRETRAIN, ["--config", str(CONFIGS / "gpt2_124m_paper.yaml"), "--use_cpu", "true"]
+    )
     assert (gpt2.n_layer, gpt2.n_head, gpt2.n_embd, data.block_size) == (12, 12, 768, 1024)
     assert gpt2.attn_dropout == 0.0
     assert (args.adam_beta1, args.adam_beta2, args.weight_decay, args.max_grad_norm) == (0.9, 0.95, 0.0, 1.0)
@@ -94,22 +117,27 @@ def test_accelerate_configs_load():
 
 
 def test_overrides_win(tmp_path):
-    gpt2, run, data, args = parse_config(PRETRAIN, ["--config", TINY, "--max_steps", "7", "--attn", "sdpa",
-                                                    "--no_stabilize", "--n_layer", "3", "--beta", "4"])
+    gpt2, run, data, args = parse_config(
+        PRETRAIN,
+        ["--config", TINY, "--max_steps", "7", "--attn", "sdpa", "--no_stabilize", "--n_layer", "3", "--beta", "4"],
+    )
     assert (args.max_steps, run.attn, run.stabilize, gpt2.n_layer, run.beta) == (7, "sdpa", False, 3, 4.0)
 
 
-@pytest.mark.parametrize("yaml_text, argv, message", [
-    ("n_layers: 2\n", [], r"unknown key 'n_layers' \(did you mean 'n_layer'\?\)"),
-    ("learning_rate: fast\n", [], r"key 'learning_rate'.*invalid float value: 'fast'"),
-    ("attn: flash\n", [], r"key 'attn'.*invalid choice"),
-    ("n_embd: 100\nn_head: 3\n", [], r"n_embd \(100\) must be divisible by n_head \(3\)"),
-    ("- a list\n", [], r"expected a mapping"),
-    ("beta: 0\n", [], r"beta must be > 0"),
-    ("", ["--max_step", "3"], r"unknown arguments.*did you mean '--max_steps'"),
-    ("", ["--replay_batches", "/nonexistent/order.json"], r"replay_batches: no such file"),
-    ("", ["--record_batches", "a.json", "--replay_batches", __file__], r"exclusive"),
-])
+@pytest.mark.parametrize(
+    "yaml_text, argv, message",
+    [
+        ("n_layers: 2\n", [], r"unknown key 'n_layers' \(did you mean 'n_layer'\?\)"),
+        ("learning_rate: fast\n", [], r"key 'learning_rate'.*invalid float value: 'fast'"),
+        ("attn: flash\n", [], r"key 'attn'.*invalid choice"),
+        ("n_embd: 100\nn_head: 3\n", [], r"n_embd \(100\) must be divisible by n_head \(3\)"),
+        ("- a list\n", [], r"expected a mapping"),
+        ("beta: 0\n", [], r"beta must be > 0"),
+        ("", ["--max_step", "3"], r"unknown arguments.*did you mean '--max_steps'"),
+        ("", ["--replay_batches", "/nonexistent/order.json"], r"replay_batches: no such file"),
+        ("", ["--record_batches", "a.json", "--replay_batches", __file__], r"exclusive"),
+    ],
+)
 def test_bad_configs_get_clear_errors(tmp_path, yaml_text, argv, message):
     path = tmp_path / "bad.yaml"
     path.write_text(yaml_text)
@@ -125,6 +153,7 @@ def test_bad_config_exits_with_message(tmp_path):
 
 
 # -- data ---------------------------------------------------------------------------------------
+
 
 def test_embedded_text_same_without_datasets(monkeypatch):
     args = DataArguments(max_documents=2)
@@ -164,6 +193,7 @@ def test_packing_is_the_token_stream(tmp_path, cache):
 
 # -- batch order --------------------------------------------------------------------------------
 
+
 def test_batch_order_record_replay(tmp_path):
     f = str(tmp_path / "order.json")
     rec = BatchOrder(10, 4, seed=1, dataset="d", record=f)
@@ -199,11 +229,23 @@ def test_resumed_recording_keeps_earlier_epochs(tmp_path):
 
 # -- training runs ------------------------------------------------------------------------------
 
+
 def test_trainer_record_and_replay_same_batches(tmp_path, cache, monkeypatch):
     seen = spy_batches(monkeypatch)
     order = str(tmp_path / "order.json")
-    recorded = pretrain_gpt2.main(tiny_argv(cache, tmp_path / "a", "--data_seed", "1", "--record_batches", order,
-                                            "--monitor", "--monitor_kwargs", '{"every_n_steps": 1}'))
+    recorded = pretrain_gpt2.main(
+        tiny_argv(
+            cache,
+            tmp_path / "a",
+            "--data_seed",
+            "1",
+            "--record_batches",
+            order,
+            "--monitor",
+            "--monitor_kwargs",
+            '{"every_n_steps": 1}',
+        )
+    )
     first = [b.clone() for b in seen]
     assert len(first) == 3 * 2  # 3 optimizer steps x 2 accumulation steps
     assert (tmp_path / "a" / "model.safetensors").is_file() and (tmp_path / "a" / "metrics.csv").is_file()
@@ -220,22 +262,48 @@ def test_trainer_record_and_replay_same_batches(tmp_path, cache, monkeypatch):
 
 
 def test_resume_continues_identically(tmp_path, cache):
-    full = pretrain_gpt2.main(tiny_argv(cache, tmp_path / "full", "--max_steps", "4", "--save_strategy", "steps",
-                                        "--save_steps", "2", "--attn", "sdpa"))
+    full = pretrain_gpt2.main(
+        tiny_argv(
+            cache,
+            tmp_path / "full",
+            "--max_steps",
+            "4",
+            "--save_strategy",
+            "steps",
+            "--save_steps",
+            "2",
+            "--attn",
+            "sdpa",
+        )
+    )
     shutil.copytree(tmp_path / "full" / "checkpoint-2", tmp_path / "resumed" / "checkpoint-2")
     assert (tmp_path / "resumed" / "checkpoint-2" / "model.safetensors").is_file()
-    resumed = pretrain_gpt2.main(tiny_argv(cache, tmp_path / "resumed", "--max_steps", "4", "--attn", "sdpa",
-                                           "--resume_from_checkpoint", "last"))
+    resumed = pretrain_gpt2.main(
+        tiny_argv(cache, tmp_path / "resumed", "--max_steps", "4", "--attn", "sdpa", "--resume_from_checkpoint", "last")
+    )
     assert resumed.state.global_step == 4
     assert losses(resumed) == pytest.approx(losses(full), rel=1e-5)  # steps 1-2 from the checkpoint, 3-4 rerun
 
 
 def test_accelerate_launch_cpu_with_replay_and_two_process_ddp(tmp_path, cache):
     def launch(launcher, out, *extra):
-        cmd = [sys.executable, "-m", *launcher, str(REPO / "recipes/pretrain_gpt2.py"), *tiny_argv(cache, out, *extra),
-               "--dataset", str(text)]
-        done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                              env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])})
+        cmd = [
+            sys.executable,
+            "-m",
+            *launcher,
+            str(REPO / "recipes/pretrain_gpt2.py"),
+            *tiny_argv(cache, out, *extra),
+            "--dataset",
+            str(text),
+        ]
+        done = subprocess.run(
+            cmd,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])},
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         return losses(out)
 
@@ -250,17 +318,39 @@ def test_accelerate_launch_cpu_with_replay_and_two_process_ddp(tmp_path, cache):
     assert launch(accelerate, tmp_path / "b", "--replay_batches", order, "--data_seed", "6") == recorded
     # DDP over 2 CPU processes (gloo), micro-batch 8 x 2 processes x 1 accumulation step = the recorded
     # run's 8 x 1 x 2: the same samples in every optimizer step, so the same losses up to reduction order.
-    ddp = launch(["torch.distributed.run", "--nproc_per_node", "2"], tmp_path / "ddp", "--replay_batches", order,
-                 "--gradient_accumulation_steps", "1")
+    ddp = launch(
+        ["torch.distributed.run", "--nproc_per_node", "2"],
+        tmp_path / "ddp",
+        "--replay_batches",
+        order,
+        "--gradient_accumulation_steps",
+        "1",
+    )
     assert ddp == pytest.approx(recorded, rel=1e-4)
 
 
 def test_lora_on_tiny_llama(tmp_path, cache):
     model_dir = save_tiny_llama(tmp_path / "tiny_llama")
-    trainer = finetune_lora.main(["--config", str(CONFIGS / "llama_tiny_lora.yaml"), "--model_name_or_path",
-                                  str(model_dir), "--output_dir", str(tmp_path / "lora"), "--data_cache_dir", cache,
-                                  "--use_cpu", "true", "--max_steps", "2", "--logging_steps", "1",
-                                  "--disable_tqdm", "true"])
+    trainer = finetune_lora.main(
+        [
+            "--config",
+            str(CONFIGS / "llama_tiny_lora.yaml"),
+            "--model_name_or_path",
+            str(model_dir),
+            "--output_dir",
+            str(tmp_path / "lora"),
+            "--data_cache_dir",
+            cache,
+            "--use_cpu",
+            "true",
+            "--max_steps",
+            "2",
+            "--logging_steps",
+            "1",
+            "--disable_tqdm",
+            "true",
+        ]
+    )
     losses(trainer)
     assert (tmp_path / "lora" / "adapter_model.safetensors").is_file()
     lora_b = [p for n, p in trainer.model.named_parameters() if "lora_B" in n]
