@@ -7,7 +7,7 @@ Parts (``--part``):
   overhead  a GPT-2 small shaped model trained in bf16 through stable_flash (Triton): step time
             without the monitor, with a measurement at every step, and the overhead at the
             default interval (every 100 steps).
-  compile   the monitor on a torch.compile'd (inductor) model: the metrics still arrive.
+  compile   the monitor on a torch.compile'd (inductor) 4-layer GPT-2: the metrics still arrive.
   fsdp2     (under torchrun, one process) FSDP2 fully_shard: DTensor weights are gathered.
 Each part prints one JSON line ``RESULT {...}`` and appends it to ``$OUT/results.jsonl``; a part
 that fails reports its error and the next one runs.
@@ -93,11 +93,11 @@ def probe8b(args) -> dict:
             "max_sigma_q": max(max(v) for v in monitor.last_record["spectral_norm_q"].values())}
 
 
-def _gpt2_small():
+def _gpt2_small(n_layer: int = 12):
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(0)
-    cfg = GPT2Config(n_embd=768, n_head=12, n_layer=12, n_positions=1024, vocab_size=50304,
+    cfg = GPT2Config(n_embd=768, n_head=12, n_layer=n_layer, n_positions=1024, vocab_size=50304,
                      attn_implementation="stable_flash")
     return GPT2LMHeadModel(cfg).to(DEVICE, torch.bfloat16).train()
 
@@ -153,11 +153,11 @@ def overhead(args) -> dict:
 
 
 def compiled(args) -> dict:
-    model = _gpt2_small()
+    model = _gpt2_small(n_layer=4)
     fwd = torch.compile(model)
     monitor = StabilityMonitor(every_n_steps=2, log_file=None)
     t0 = time.perf_counter()
-    _train(model, monitor, 5, 4, 512, fwd=fwd)
+    _train(model, monitor, 5, 2, 256, fwd=fwd)
     rec = monitor.last_record
     return {"part": "compile", "seconds": round(time.perf_counter() - t0, 1), "last_step": rec["step"],
             "layers_observed": len(rec["max_logit"]), "layers_measured": len(rec["spectral_norm_q"])}
@@ -166,8 +166,8 @@ def compiled(args) -> dict:
 def fsdp2(args) -> dict:
     from torch.distributed.fsdp import fully_shard
 
-    torch.distributed.init_process_group("nccl")
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+    torch.distributed.init_process_group("nccl")
     model = _gpt2_small()
     reference = StabilityMonitor(every_n_steps=1, log_file=None, observe=False, power_iters=50)
     reference.step(model, None, 0, is_main_process=True)
