@@ -246,3 +246,23 @@ def test_probe_command_line_on_a_saved_model(tmp_path, capsys):
     assert [h["rows"] for l in summary["layers"] for h in l["heads"]] == [4 + 7, 4 + 7]
     assert (tmp_path / "out" / "rank1_layer1.head1.png").is_file()
     assert "rows with a repeated maximum" in capsys.readouterr().out
+
+
+def test_probe_respects_the_sliding_window():
+    """Mistral with a window of 4 keys and zero keys for KV head 0: row i ties on its last
+    min(i + 1, 4) keys, and the sink is among them only while it is inside the window."""
+    from transformers import MistralConfig, MistralForCausalLM
+
+    torch.manual_seed(0)
+    cfg = MistralConfig(hidden_size=64, intermediate_size=128, num_attention_heads=4,
+                        num_key_value_heads=2, head_dim=16, num_hidden_layers=1, vocab_size=64,
+                        sliding_window=4, initializer_range=0.5, attn_implementation="stable_flash")
+    model = MistralForCausalLM(cfg).eval()
+    with torch.no_grad():
+        model.model.layers[0].self_attn.k_proj.weight[:16] = 0.0
+    ids = (1 + torch.randperm(63, generator=torch.Generator().manual_seed(4)))[:10][None]
+    head = run_probe(model.to(torch.bfloat16), [ids], heads=[0], chosen=[]).summary["layers"][0]["heads"][0]
+    assert (head["repeated_max_rows"], head["sink_tied_rows"]) == (9, 3)
+    assert head["p_ones"] == 1 + 2 + 3 + 4 * 7
+    for r in head["tied_rows"]:
+        assert r["keys"] == list(range(max(0, r["row"] - 3), r["row"] + 1))
