@@ -266,3 +266,21 @@ def test_probe_respects_the_sliding_window():
     assert head["p_ones"] == 1 + 2 + 3 + 4 * 7
     for r in head["tied_rows"]:
         assert r["keys"] == list(range(max(0, r["row"] - 3), r["row"] + 1))
+
+
+def test_probe_separates_packed_sequences():
+    """Two sequences packed in one row (position_ids restart at 0): each row ties only on the
+    keys of its own sequence, whose first token is its sink."""
+    model = _llama()
+    with torch.no_grad():
+        model.model.layers[0].self_attn.k_proj.weight[:16] = 0.0
+    ids = (1 + torch.randperm(63, generator=torch.Generator().manual_seed(5)))[:11][None]
+    position_ids = torch.tensor([[0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 5]])
+    probe = AttentionProbe(layers=[0], heads=[0], max_listed_rows=64)
+    with probe.attach(model.to(torch.bfloat16)), torch.no_grad():
+        model(input_ids=ids, position_ids=position_ids, use_cache=False)
+    head = probe.summary()["layers"][0]["heads"][0]
+    assert (head["rows"], head["repeated_max_rows"], head["sink_tied_rows"]) == (11, 4 + 5, 4 + 5)
+    for r in head["tied_rows"]:
+        start = 0 if r["row"] < 5 else 5
+        assert r["keys"] == list(range(start, r["row"] + 1)) and r["sink"]
