@@ -19,7 +19,8 @@ WORK=$(mktemp -d)   # caches, checkpoints and models stay out of $OUT
 exec > >(tee -a "$OUT/recipes.log") 2>&1
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
 $PY -c "import torch, transformers, triton; print('torch', torch.__version__, 'transformers', transformers.__version__, 'triton', triton.__version__)"
-$PY -c "import peft" 2>/dev/null || $PY -m pip install --no-deps --no-index -q .gpu_carry/peft-*.whl
+$PY -c "import peft" 2>/dev/null || $PY -m pip install --no-deps --no-index -q .gpu_carry/peft-*.whl \
+    || echo "WARNING: no peft and no .gpu_carry/peft-*.whl: step 3 (LoRA) will be skipped"
 
 GPT2=(recipes/pretrain_gpt2.py --config "${GPT2_CONFIG:-recipes/configs/gpt2_124m_1gpu.yaml}" --dataset embedded --tokenizer auto
       --data_cache_dir "$WORK/cache" --save_strategy no --logging_steps 1 --disable_tqdm true ${EXTRA_ARGS:-})
@@ -34,12 +35,16 @@ $PY "${GPT2[@]}" --attn sdpa --stop_at_step "$STEPS" --max_minutes "$($PY -c "pr
     --output_dir "$WORK/sdpa" --replay_batches "$OUT/batch_order.json" --metrics_csv "$OUT/gpt2_sdpa.csv"
 
 echo "== 3. LoRA on a tiny Llama (stable_flash, bf16)"
-$PY recipes/tiny_llama.py "$WORK/tiny_llama"
-$PY recipes/finetune_lora.py --config recipes/configs/llama_tiny_lora.yaml --model_name_or_path "$WORK/tiny_llama" \
-    --output_dir "$WORK/lora" --data_cache_dir "$WORK/cache" --metrics_csv "$OUT/lora_tiny_llama.csv" --disable_tqdm true ${EXTRA_ARGS:-}
-ls "$WORK/lora/adapter_model.safetensors"
-
-$PY recipes/plot_curves.py "$OUT/lora_tiny_llama.csv:lora_tiny_llama"
+if $PY -c "import peft" 2>/dev/null; then
+    $PY recipes/tiny_llama.py "$WORK/tiny_llama"
+    $PY recipes/finetune_lora.py --config recipes/configs/llama_tiny_lora.yaml --model_name_or_path "$WORK/tiny_llama" \
+        --output_dir "$WORK/lora" --data_cache_dir "$WORK/cache" --metrics_csv "$OUT/lora_tiny_llama.csv" \
+        --disable_tqdm true ${EXTRA_ARGS:-}
+    ls "$WORK/lora/adapter_model.safetensors"
+    $PY recipes/plot_curves.py "$OUT/lora_tiny_llama.csv:lora_tiny_llama"
+else
+    echo "SKIPPED: peft is not installed (carry .gpu_carry/peft-*.whl)"
+fi
 
 echo "== summary (GPT-2 124M, one GPU, same replayed batches; tokens/s leave out the first step)"
 $PY recipes/plot_curves.py --png "$OUT/curves.png" --json "$OUT/summary.json" \
