@@ -133,13 +133,19 @@ class _null:
 
 
 def overhead(args) -> dict:
+    """Step time without the monitor, with the default monitor (unmeasured steps) and with a
+    measurement at every step. The three settings are interleaved in short blocks so that clock
+    and allocator drift over the run do not land on one of them."""
     model = _gpt2_small()
-    warm = args.warmup
-    base = _train(model, None, warm + args.steps, args.batch, args.seq)[warm:]
+    _train(model, None, args.warmup, args.batch, args.seq)
     every = StabilityMonitor(every_n_steps=1, log_file="/tmp/monitor_overhead.jsonl")
-    measured = _train(model, every, warm + args.steps, args.batch, args.seq)[warm:]
     default = StabilityMonitor(log_file=None)  # every 100 steps: step 0 measured, the rest not
-    idle = _train(model, default, warm + args.steps, args.batch, args.seq)[warm:]
+    block = 5
+    base, measured, idle = [], [], []
+    for _ in range(max(1, args.steps // block)):
+        base += _train(model, None, block, args.batch, args.seq)
+        measured += _train(model, every, block, args.batch, args.seq)
+        idle += _train(model, default, block + 1, args.batch, args.seq)[1:]  # skip its step 0
     step_s = sorted(base)[len(base) // 2]
     extra_s = sorted(measured)[len(measured) // 2] - step_s
     idle_s = sorted(idle)[len(idle) // 2] - step_s
