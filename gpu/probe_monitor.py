@@ -134,18 +134,24 @@ class _null:
 
 def overhead(args) -> dict:
     """Step time without the monitor, with the default monitor (unmeasured steps) and with a
-    measurement at every step. The three settings are interleaved in short blocks so that clock
-    and allocator drift over the run do not land on one of them."""
+    measurement at every step. The three settings run in short blocks whose order rotates every
+    round, so that drift and the after-effects of one block do not land on one setting."""
     model = _gpt2_small()
     _train(model, None, args.warmup, args.batch, args.seq)
     every = StabilityMonitor(every_n_steps=1, log_file="/tmp/monitor_overhead.jsonl")
     default = StabilityMonitor(log_file=None)  # every 100 steps: step 0 measured, the rest not
     block = 5
-    base, measured, idle = [], [], []
-    for _ in range(max(1, args.steps // block)):
-        base += _train(model, None, block, args.batch, args.seq)
-        measured += _train(model, every, block, args.batch, args.seq)
-        idle += _train(model, default, block + 1, args.batch, args.seq)[1:]  # skip its step 0
+    times = {"base": [], "measured": [], "idle": []}
+    runs = {
+        "base": lambda: _train(model, None, block, args.batch, args.seq),
+        "measured": lambda: _train(model, every, block, args.batch, args.seq),
+        "idle": lambda: _train(model, default, block + 1, args.batch, args.seq)[1:],  # skip step 0
+    }
+    order = ["base", "measured", "idle"]
+    for r in range(max(3, args.steps // block)):
+        for name in order[r % 3:] + order[: r % 3]:
+            times[name] += runs[name]()
+    base, measured, idle = times["base"], times["measured"], times["idle"]
     step_s = sorted(base)[len(base) // 2]
     extra_s = sorted(measured)[len(measured) // 2] - step_s
     idle_s = sorted(idle)[len(idle) // 2] - step_s
