@@ -5,7 +5,7 @@
 the tensors transformers hands to the attention function: query (B, Hq, Sq, D), key/value
 (B, Hk, Sk, D) (KV heads, before any GQA repeat), the mask from the registered mask function
 (None or a (B, Sk) padding mask), and kwargs with at least ``scaling``, ``softcap``,
-``sliding_window`` and ``dropout``. Callbacks must not modify the tensors.
+``sliding_window``, ``dropout`` and ``is_causal``. Callbacks must not modify the tensors.
 """
 
 from __future__ import annotations

@@ -66,7 +66,10 @@ def stable_flash_attention_forward(
             "`hf-stable-attn probe` to inspect scores"
         )
     if hooks.has_observers():
-        observed = dict(kwargs, dropout=dropout, scaling=scaling, sliding_window=sliding_window, softcap=softcap)
+        observed = dict(
+            kwargs, dropout=dropout, scaling=scaling, sliding_window=sliding_window,
+            softcap=softcap, is_causal=module.is_causal if is_causal is None else is_causal,
+        )
         hooks.notify(module, query, key, value, attention_mask, observed)
     head_dim, v_head_dim = query.shape[-1], value.shape[-1]
     if v_head_dim != head_dim:  # e.g. MLA: pad V to the query head dim, crop the output

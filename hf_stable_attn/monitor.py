@@ -326,7 +326,10 @@ class StabilityMonitor(TrainerCallback):
         self._write(record)
         metrics = self._logger_metrics(record)
         if self.trainer is not None:
+            # Trainer.log clears control.should_log; keep the Trainer's own log of this step.
+            should_log = control.should_log
             self.trainer.log(metrics)
+            control.should_log = should_log
         else:
             state.log_history.append({**metrics, "step": step})
         if record["alerts"]:

@@ -131,6 +131,9 @@ def test_trainer_logs_metrics_and_stops_on_a_spectral_norm_blow_up(tmp_path):
     seen = {k for logs in logger.logged for k in logs}
     for name in ("spectral_norm_q", "spectral_norm_k", "max_logit", "repeated_max"):
         assert any(name in k for k in seen), name
+    # the monitor's own log must not swallow the Trainer's loss log of the same step
+    loss_steps = [h["step"] for h in trainer.state.log_history if "loss" in h]
+    assert loss_steps == [1, 2, 3, 4, 5, 6]
     assert any("stability/spectral_norm_q/layer_0" in h for h in trainer.state.log_history)
     assert monitor.should_stop
 
