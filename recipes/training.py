@@ -138,10 +138,8 @@ def callbacks(run: RunArguments, args: TrainingArguments, tokens_per_step: int) 
 
 def attach_monitor(trainer: Trainer, run: RunArguments):
     """With `--monitor`: hf_stable_attn's StabilityMonitor, writing OUTPUT_DIR/stability_monitor.jsonl and
-    trainer_state's log history (`--monitor_kwargs '{"every_n_steps": 50}'` for its options).
-
-    Added as a plain callback: its `attach(trainer)` mode logs through `trainer.log` from `on_step_end`,
-    which clears the Trainer's pending loss log of that step.
+    logging through the Trainer, so every `report_to` logger gets its metrics
+    (`--monitor_kwargs '{"every_n_steps": 50}'` for its options).
     """
     if not run.monitor:
         return None
@@ -151,9 +149,7 @@ def attach_monitor(trainer: Trainer, run: RunArguments):
         "log_file": str(Path(trainer.args.output_dir) / "stability_monitor.jsonl"),
         **json.loads(run.monitor_kwargs),
     }
-    monitor = StabilityMonitor(**kwargs)
-    trainer.add_callback(monitor)
-    return monitor
+    return StabilityMonitor(**kwargs).attach(trainer)
 
 
 def resume_checkpoint(args: TrainingArguments) -> str | None:
