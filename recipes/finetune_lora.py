@@ -26,20 +26,11 @@ from typing import Literal
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `python recipes/finetune_lora.py` from anywhere
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, TrainingArguments, default_data_collator, set_seed
+from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer, TrainingArguments, set_seed
 
 from recipes.config import ConfigError, DataArguments, RunArguments, parse_config
 from recipes.corpus import PackedDataset, tokenize_to_cache
-from recipes.training import (
-    RecipeTrainer,
-    apply_fix_options,
-    attach_monitor,
-    attention_kwargs,
-    batch_order,
-    callbacks,
-    global_batch,
-    resume_checkpoint,
-)
+from recipes.training import apply_fix_options, attention_kwargs, global_batch, train_and_save
 
 logger = logging.getLogger("recipes.finetune_lora")
 
@@ -89,7 +80,7 @@ def build_model(lora: LoraArguments, run: RunArguments):
     return get_peft_model(model, adapter)
 
 
-def main(argv: list[str] | None = None) -> RecipeTrainer:
+def main(argv: list[str] | None = None) -> Trainer:
     try:
         lora, run, data, args = parse_config((LoraArguments, RunArguments, DataArguments, TrainingArguments), argv)
         if data.tokenizer == "bpe":
@@ -125,21 +116,7 @@ def main(argv: list[str] | None = None) -> RecipeTrainer:
     )
 
     tokens_per_step = global_batch(args) * data.block_size
-    trainer = RecipeTrainer(
-        model=model,
-        args=args,
-        train_dataset=dataset,
-        data_collator=default_data_collator,
-        processing_class=tokenizer,
-        callbacks=callbacks(run, args, tokens_per_step),
-        batch_order=batch_order(dataset, data, args),
-    )
-    attach_monitor(trainer, run)
-    result = trainer.train(resume_from_checkpoint=resume_checkpoint(args))
-    trainer.save_model()
-    trainer.save_metrics("train", result.metrics)
-    trainer.save_state()
-    return trainer
+    return train_and_save(model, tokenizer, dataset, data, args, run, tokens_per_step)
 
 
 if __name__ == "__main__":

@@ -22,21 +22,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `python recipes/pretrain_gpt2.py` from anywhere
 
-from transformers import AutoModelForCausalLM, GPT2Config, TrainingArguments, default_data_collator, set_seed
+from transformers import AutoModelForCausalLM, GPT2Config, Trainer, TrainingArguments, set_seed
 
 from recipes.config import ConfigError, DataArguments, RunArguments, parse_config
 from recipes.corpus import PackedDataset, source_fingerprint, tokenize_to_cache, training_text_sample
 from recipes.tokenizer import GPT2_TOKENIZER, load_tokenizer
-from recipes.training import (
-    RecipeTrainer,
-    apply_fix_options,
-    attach_monitor,
-    attention_kwargs,
-    batch_order,
-    callbacks,
-    global_batch,
-    resume_checkpoint,
-)
+from recipes.training import apply_fix_options, attention_kwargs, global_batch, train_and_save
 
 logger = logging.getLogger("recipes.pretrain_gpt2")
 
@@ -81,7 +72,7 @@ def build_model(gpt2: GPT2Arguments, run: RunArguments, block_size: int, tokeniz
     return model
 
 
-def main(argv: list[str] | None = None) -> RecipeTrainer:
+def main(argv: list[str] | None = None) -> Trainer:
     try:
         gpt2, run, data, args = parse_config((GPT2Arguments, RunArguments, DataArguments, TrainingArguments), argv)
     except ConfigError as e:
@@ -113,21 +104,7 @@ def main(argv: list[str] | None = None) -> RecipeTrainer:
         tokens_per_step,
     )
 
-    trainer = RecipeTrainer(
-        model=model,
-        args=args,
-        train_dataset=dataset,
-        data_collator=default_data_collator,
-        processing_class=tokenizer,
-        callbacks=callbacks(run, args, tokens_per_step),
-        batch_order=batch_order(dataset, data, args),
-    )
-    attach_monitor(trainer, run)
-    result = trainer.train(resume_from_checkpoint=resume_checkpoint(args))
-    trainer.save_model()
-    trainer.save_metrics("train", result.metrics)
-    trainer.save_state()
-    return trainer
+    return train_and_save(model, tokenizer, dataset, data, args, run, tokens_per_step)
 
 
 if __name__ == "__main__":

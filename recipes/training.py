@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import torch
-from transformers import Trainer, TrainerCallback, TrainingArguments
+from transformers import Trainer, TrainerCallback, TrainingArguments, default_data_collator
 from transformers.trainer_utils import get_last_checkpoint
 
 from recipes.config import DataArguments, RunArguments
@@ -159,3 +159,25 @@ def resume_checkpoint(args: TrainingArguments) -> str | None:
         value = get_last_checkpoint(args.output_dir) if Path(args.output_dir).is_dir() else None
         logger.info("resuming from %s", value or "scratch (no checkpoint yet)")
     return value
+
+
+def train_and_save(model, tokenizer, dataset, data: DataArguments, args: TrainingArguments,
+                   run: RunArguments, tokens_per_step: int) -> Trainer:
+    """The recipes' common end: a Trainer with the replayable batch order, the metrics CSV and the
+    optional monitor; train (resuming with `--resume_from_checkpoint`), then save the model (safetensors),
+    the metrics and the trainer state."""
+    trainer = RecipeTrainer(
+        model=model,
+        args=args,
+        train_dataset=dataset,
+        data_collator=default_data_collator,
+        processing_class=tokenizer,
+        callbacks=callbacks(run, args, tokens_per_step),
+        batch_order=batch_order(dataset, data, args),
+    )
+    attach_monitor(trainer, run)
+    result = trainer.train(resume_from_checkpoint=resume_checkpoint(args))
+    trainer.save_model()
+    trainer.save_metrics("train", result.metrics)
+    trainer.save_state()
+    return trainer
