@@ -55,3 +55,10 @@ def left_padded_batch(seed: int = 0, lengths=(11, 7, 13)):
         mask[row, seqlen - n:] = 1
         ids[row, : seqlen - n] = 0
     return ids, mask
+
+
+def lm_labels(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Labels for a causal LM loss on a padded batch: -100 on pads and on the first real token of
+    a left-padded row (it would be predicted from a pad row, whose output is undefined)."""
+    predictor_is_real = torch.cat([torch.zeros_like(mask[:, :1]), mask[:, :-1]], dim=1)
+    return ids.masked_fill((mask == 0) | (predictor_is_real == 0), -100)

@@ -6,7 +6,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import pytest
 import torch
-from model_zoo import FAMILIES, left_padded_batch, tiny_model
+from model_zoo import FAMILIES, left_padded_batch, lm_labels, tiny_model
 
 import hf_stable_attn
 from hf_stable_attn import ops
@@ -14,11 +14,7 @@ from hf_stable_attn import ops
 
 def _loss_and_grads(model, ids, mask):
     model.zero_grad()
-    # A label counts only if the position predicting it is a real token: with left padding the
-    # first real token would otherwise be predicted from a pad row, whose output is undefined.
-    predictor_is_real = torch.cat([torch.zeros_like(mask[:, :1]), mask[:, :-1]], dim=1)
-    labels = ids.masked_fill((mask == 0) | (predictor_is_real == 0), -100)
-    out = model(input_ids=ids, attention_mask=mask, labels=labels)
+    out = model(input_ids=ids, attention_mask=mask, labels=lm_labels(ids, mask))
     out.loss.backward()
     grads = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
     return out.logits.detach(), grads

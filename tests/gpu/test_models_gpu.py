@@ -12,7 +12,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import pytest
 import torch
-from model_zoo import FAMILIES, left_padded_batch, tiny_model
+from model_zoo import FAMILIES, left_padded_batch, lm_labels, tiny_model
 
 import hf_stable_attn  # noqa: F401
 
@@ -29,9 +29,7 @@ def _peer(family):
 
 def _train_step(model, ids, mask):
     model.zero_grad()
-    real_before = torch.cat([torch.zeros_like(mask[:, :1]), mask[:, :-1]], dim=1)
-    labels = ids.masked_fill((mask == 0) | (real_before == 0), -100)
-    out = model(input_ids=ids, attention_mask=mask, labels=labels)
+    out = model(input_ids=ids, attention_mask=mask, labels=lm_labels(ids, mask))
     out.loss.backward()
     grad_norm = torch.sqrt(sum(p.grad.float().square().sum() for p in model.parameters() if p.grad is not None))
     return out.loss.detach().float(), out.logits.detach().float(), grad_norm
