@@ -65,6 +65,13 @@ def stable_flash_attention_forward(
             "supported; run that forward with model.set_attn_implementation('eager'), or use "
             "`hf-stable-attn probe` to inspect scores"
         )
+    if attention_mask is not None and attention_mask.dim() != 2:
+        raise ValueError(
+            f"stable_flash takes padding masks of shape (batch, seq_len); got a {attention_mask.dim()}D "
+            "attention mask (a custom or prepared mask). Pass a 2D padding mask (1 = token, 0 = pad), "
+            "packed sequences through position_ids, or use attn_implementation='sdpa', 'eager' or "
+            "'flex_attention' for arbitrary masks"
+        )
     if hooks.has_observers():
         observed = dict(
             kwargs, dropout=dropout, scaling=scaling, sliding_window=sliding_window,

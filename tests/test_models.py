@@ -129,3 +129,11 @@ def test_output_attentions_gives_a_clear_error():
     ids, _ = left_padded_batch(seed=7, lengths=(5,))
     with pytest.raises(ValueError, match="output_attentions"):
         model(input_ids=ids, output_attentions=True)
+
+
+def test_custom_4d_mask_gets_a_clear_error():
+    model = tiny_model("llama", "stable_flash").eval()
+    ids, _ = left_padded_batch(seed=8, lengths=(6,))
+    mask4d = torch.ones(1, 1, 6, 6, dtype=torch.bool).tril()
+    with pytest.raises(ValueError, match="padding masks"):
+        model(input_ids=ids, attention_mask=mask4d)
