@@ -115,7 +115,8 @@ def head_projections(module: torch.nn.Module, config) -> _Projections | None:
         wq, wk = w[: hq * d], w[hq * d: (hq + hk) * d]
     else:
         return None
-    return _Projections(int(module.layer_idx), wq.reshape(hq, d, -1), wk.reshape(hk, d, -1))
+    # copies: FSDP1 frees the gathered storage these slices view when summon_full_params exits
+    return _Projections(int(module.layer_idx), wq.reshape(hq, d, -1).clone(), wk.reshape(hk, d, -1).clone())
 
 
 @contextmanager
