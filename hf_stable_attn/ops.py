@@ -31,8 +31,13 @@ def _kernels():
     return kernels
 
 
-def _seed_value(seed: Optional[Tensor]) -> int:
-    return int(seed.item()) if seed is not None else 0
+def _masking(cu_q, cu_k, max_q, max_k, scale, causal, left, right, softcap, dropout_p, seed) -> dict:
+    """The masking and dropout keywords that both backends' forward and backward take."""
+    return dict(
+        cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=max_q, max_seqlen_k=max_k,
+        softmax_scale=scale, causal=causal, window_left=left, window_right=right,
+        softcap=softcap, dropout_p=dropout_p, seed=int(seed.item()) if seed is not None else 0,
+    )
 
 
 @torch.library.custom_op("hf_stable_attn::fwd", mutates_args=())
@@ -60,11 +65,9 @@ def _fwd(
     backend: str,
 ) -> tuple[Tensor, Tensor]:
     """Forward; ``deterministic`` is only recorded for the backward."""
-    masking = dict(
-        cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q,
-        max_seqlen_k=max_seqlen_k, softmax_scale=softmax_scale, causal=causal,
-        window_left=window_left, window_right=window_right, softcap=softcap,
-        dropout_p=dropout_p, seed=_seed_value(seed),
+    masking = _masking(
+        cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
+        window_left, window_right, softcap, dropout_p, seed,
     )
     if backend == "triton":
         out, lse = _kernels().flash_attn_fwd(
@@ -108,11 +111,9 @@ def _bwd(
     deterministic: bool,
     backend: str,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    masking = dict(
-        cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q,
-        max_seqlen_k=max_seqlen_k, softmax_scale=softmax_scale, causal=causal,
-        window_left=window_left, window_right=window_right, softcap=softcap,
-        dropout_p=dropout_p, seed=_seed_value(seed),
+    masking = _masking(
+        cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
+        window_left, window_right, softcap, dropout_p, seed,
     )
     dout = dout.contiguous()
     if backend == "triton":
