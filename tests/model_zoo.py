@@ -62,3 +62,21 @@ def lm_labels(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     a left-padded row (it would be predicted from a pad row, whose output is undefined)."""
     predictor_is_real = torch.cat([torch.zeros_like(mask[:, :1]), mask[:, :-1]], dim=1)
     return ids.masked_fill((mask == 0) | (predictor_is_real == 0), -100)
+
+
+def llama31_like(seed: int = 0):
+    """A tiny Llama-3.1-shaped model (GQA 4:2, llama3 rope scaling, large init so scores spread),
+    attn_implementation="stable_flash"; token 0 (padding) embeds to zero."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(
+        hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,
+        head_dim=16, num_hidden_layers=2, vocab_size=64, max_position_embeddings=128,
+        initializer_range=0.5, bos_token_id=0, eos_token_id=0, pad_token_id=0,
+        rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
+                         "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                         "original_max_position_embeddings": 32},
+        attn_implementation="stable_flash",
+    )
+    return LlamaForCausalLM(cfg)

@@ -8,6 +8,8 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from model_zoo import llama31_like  # noqa: E402
+
 import hf_stable_attn  # noqa: E402,F401  (registers attn_implementation="stable_flash")
 from hf_stable_attn.monitor import StabilityMonitor, head_projections, power_iteration  # noqa: E402
 
@@ -19,22 +21,6 @@ def _gpt2(seed=0):
     cfg = GPT2Config(n_embd=64, n_head=4, n_layer=2, vocab_size=64, n_positions=64,
                      bos_token_id=0, eos_token_id=0, attn_implementation="stable_flash")
     return GPT2LMHeadModel(cfg)
-
-
-def _llama(seed=0):
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(seed)
-    cfg = LlamaConfig(
-        hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,
-        head_dim=16, num_hidden_layers=2, vocab_size=64, max_position_embeddings=128,
-        initializer_range=0.5, bos_token_id=0, eos_token_id=0, pad_token_id=0,
-        rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
-                         "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                         "original_max_position_embeddings": 32},
-        attn_implementation="stable_flash",
-    )
-    return LlamaForCausalLM(cfg)
 
 
 def _sigma(w: torch.Tensor) -> torch.Tensor:
@@ -52,7 +38,7 @@ def test_power_iteration_converges_and_warm_starts():
     assert (sigma2.double() <= _sigma(w2) * (1 + 1e-5)).all()  # a lower bound
 
 
-def test_head_slices_of_fused_gpt2_and_gqa_llama():
+def test_head_slices_of_fused_gpt2_and_gqallama31_like():
     model = _gpt2()
     attn = model.transformer.h[1].attn
     p = head_projections(attn, model.config)
@@ -61,7 +47,7 @@ def test_head_slices_of_fused_gpt2_and_gqa_llama():
     qkv = attn.c_attn(x)  # (5, 192): [q | k | v], heads of 16
     assert torch.allclose(x @ p.q[2].T, qkv[:, 32:48], atol=1e-5, rtol=1e-5)
     assert torch.allclose(x @ p.k[3].T, qkv[:, 64 + 48:64 + 64], atol=1e-5, rtol=1e-5)
-    llama = _llama()
+    llama = llama31_like()
     attn = llama.model.layers[0].self_attn
     p = head_projections(attn, llama.config)
     assert p.q.shape == (4, 16, 64) and p.k.shape == (2, 16, 64)
@@ -70,7 +56,7 @@ def test_head_slices_of_fused_gpt2_and_gqa_llama():
 
 def test_peft_lora_weights_include_the_adapter():
     peft = pytest.importorskip("peft")
-    model = peft.get_peft_model(_llama(), peft.LoraConfig(r=4, target_modules=["q_proj", "k_proj"]))
+    model = peft.get_peft_model(llama31_like(), peft.LoraConfig(r=4, target_modules=["q_proj", "k_proj"]))
     attn = model.base_model.model.model.layers[0].self_attn
     with torch.no_grad():
         attn.q_proj.lora_B["default"].weight.normal_()
@@ -140,7 +126,7 @@ def test_trainer_logs_metrics_and_stops_on_a_spectral_norm_blow_up(tmp_path):
 
 def test_plain_loop_fires_on_a_repeated_max_jump_with_peft(tmp_path):
     peft = pytest.importorskip("peft")
-    model = peft.get_peft_model(_llama(), peft.LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
+    model = peft.get_peft_model(llama31_like(), peft.LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
     opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=1e-4)
     monitor = StabilityMonitor(every_n_steps=1, log_file=tmp_path / "m.jsonl", min_history=3)
     fired = {}

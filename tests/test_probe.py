@@ -83,6 +83,8 @@ def test_rank1_similarity_matches_explicit_outer_products():
 
 # ----------------------------------------------------------------------------- tiny models
 
+from model_zoo import llama31_like  # noqa: E402
+
 import hf_stable_attn  # noqa: E402  (registers attn_implementation="stable_flash")
 from hf_stable_attn.probe import AttentionProbe, run_probe, text_summary, write_outputs  # noqa: E402
 
@@ -100,19 +102,7 @@ def _gpt2(initializer_range=0.5, seed=0):
 
 
 def _llama(seed=0):
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(seed)
-    cfg = LlamaConfig(
-        hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,
-        head_dim=16, num_hidden_layers=2, vocab_size=64, max_position_embeddings=128,
-        initializer_range=0.5, bos_token_id=0, eos_token_id=0, pad_token_id=0,
-        rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
-                         "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                         "original_max_position_embeddings": 32},
-        attn_implementation="stable_flash",
-    )
-    model = LlamaForCausalLM(cfg).eval()  # token 0 (padding) embeds to zero: tests avoid it
+    model = llama31_like(seed).eval()  # token 0 (padding) embeds to zero: tests avoid it
     assert model.model.rotary_emb.rope_type == "llama3"
     return model
 
