@@ -38,7 +38,7 @@ def test_power_iteration_converges_and_warm_starts():
     assert (sigma2.double() <= _sigma(w2) * (1 + 1e-5)).all()  # a lower bound
 
 
-def test_head_slices_of_fused_gpt2_and_gqallama31_like():
+def test_head_slices_of_fused_gpt2_and_gqa_llama():
     model = _gpt2()
     attn = model.transformer.h[1].attn
     p = head_projections(attn, model.config)
