@@ -82,7 +82,7 @@ def configure(model, **changes) -> StableAttnOptions:
     if unknown:
         raise TypeError(f"unknown option(s) {sorted(unknown)}; valid: stabilize, beta, tie_tolerance, backend")
     options = options_from_config(model.config).updated(**changes)
-    stored = {k: v for k, v in dataclasses.asdict(options).items()}
+    stored = dataclasses.asdict(options)
     for module in model.modules():
         config = getattr(module, "config", None)
         if config is not None:
