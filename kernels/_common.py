@@ -76,8 +76,8 @@ def row_shift(m1, tied, beta, min_gap, max_gap, STABILIZE: tl.constexpr):
     finite = m1 > float("-inf")
     base = tl.where(finite, m1, 0.0)
     if STABILIZE:
-        target = tl.where(m1 > 0, beta * m1, 0.0)
-        gap = tl.maximum(max_gap * tanh((target - m1) / max_gap), min_gap)
+        raw = tl.where(m1 > 0, (beta - 1.0) * m1, -m1)  # target - m1, target = beta*m1 or 0
+        gap = tl.maximum(max_gap * tanh(raw * (1.0 / max_gap)), min_gap)
         base = tl.where(finite & tied, base + gap, base)
     return base
 
@@ -113,6 +113,16 @@ def scores(qk, qk_scale, softcap, HAS_SOFTCAP: tl.constexpr):
 
 
 @triton.jit
+def scores_unscaled(qk, qk_scale, softcap, HAS_SOFTCAP: tl.constexpr):
+    """Raw ``q @ k^T`` (fp32) -> ``(s, s_scale)`` with ``s * s_scale`` the scores in log2 units
+    (``s_scale > 0``): ``qk`` itself and ``qk_scale``, or the soft-capped scores and 1."""
+    if HAS_SOFTCAP:
+        return scores(qk, qk_scale, softcap, True), 1.0
+    else:
+        return qk, qk_scale
+
+
+@triton.jit
 def keep_mask(seed, dropout_p, b, h, num_heads_q, max_seqlen_q, max_seqlen_k, offs_m, offs_n,
               TRANSPOSED: tl.constexpr = False):
     """Bool (BLOCK_M, BLOCK_N) (or transposed): ``tl.rand(seed, ((b*Hq + h)*max_sq + i)*max_sk
@@ -123,6 +133,27 @@ def keep_mask(seed, dropout_p, b, h, num_heads_q, max_seqlen_q, max_seqlen_k, of
     else:
         offs = row[:, None] * max_seqlen_k + offs_n.to(tl.int64)[None, :]
     return tl.rand(seed, offs) >= dropout_p
+
+
+class AutotunedLaunch:
+    """Launches ``kernel`` with the config ``triton.autotune`` picked for ``key``.
+
+    The first call per key goes through the autotuner (``tuned``); later calls launch the
+    chosen config directly: the autotuner's per-call argument bookkeeping costs tens of
+    microseconds of host time per launch, which a small model's training step notices.
+    ``key`` must determine the autotuner's own key (ours add the dtype and every flag).
+    """
+
+    def __init__(self, kernel, tuned):
+        self.kernel, self.tuned, self.chosen = kernel, tuned, {}
+
+    def __call__(self, grid, key, args, flags) -> None:
+        config = self.chosen.get(key)
+        if config is None:
+            self.tuned[grid](*args, **flags)
+            self.chosen[key] = self.tuned.best_config
+        else:
+            self.kernel[grid](*args, **flags, **config.all_kwargs())
 
 
 def block_d(head_dim: int) -> int:

@@ -1,6 +1,7 @@
-"""FlashAttention-2 backward, deterministic (no atomics): a ``delta = rowsum(dO * O)`` pre-pass,
-a dK/dV kernel (one program per key tile and KV head, looping over the group's query heads and
-the query tiles) and a dQ kernel (one program per query tile and head, looping over key tiles).
+"""FlashAttention-2 backward, deterministic (no atomics): a dQ kernel (one program per query
+tile and head, looping over key tiles), which also computes and stores
+``delta = rowsum(dO * O)``, then a dK/dV kernel (one program per key tile and KV head, looping
+over the group's query heads and the query tiles).
 
 ``P = exp2(s - lse * log2(e))`` is recomputed from the forward's log-sum-exp, so the stabilized
 shift needs nothing here; dropout's keep mask is recomputed from the seed.
@@ -13,44 +14,12 @@ import triton
 import triton.language as tl
 
 from ._common import (
-    AUTOTUNE, INTERPRET, LOG2E, block_d, check_grid, dot, keep_mask, last_dim_contiguous,
-    load_tile, lse_layout, prune_by_head_dim, scores, seq_bucket, seq_layout, visible,
+    AUTOTUNE, INTERPRET, LOG2E, AutotunedLaunch, block_d, check_grid, dot, keep_mask,
+    last_dim_contiguous, load_tile, lse_layout, prune_by_head_dim, scores, seq_bucket,
+    seq_layout, visible,
 )
 
 LOG2E_C = tl.constexpr(LOG2E)
-
-
-@triton.jit
-def _delta_kernel(
-    O, DO, DELTA, CU_Q,
-    stride_ob, stride_os, stride_oh, stride_db, stride_ds, stride_dh, stride_lb, stride_lh,
-    seqlen_q_dense, num_heads_q, head_dim,
-    IS_VARLEN: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
-):
-    """delta (lse layout, fp32) = rowsum(dO * O)."""
-    start_m = tl.program_id(0) * BLOCK_M
-    bh = tl.program_id(1)
-    b = bh // num_heads_q
-    h = bh % num_heads_q
-    if IS_VARLEN:
-        q_start = tl.load(CU_Q + b)
-        seqlen_q = tl.load(CU_Q + b + 1) - q_start
-    else:
-        q_start = 0
-        seqlen_q = seqlen_q_dense
-    if start_m >= seqlen_q:
-        return
-    b64 = b.to(tl.int64)
-    offs_m = start_m + tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, BLOCK_D)
-    rows = (q_start + offs_m).to(tl.int64)[:, None]
-    mask = (offs_m[:, None] < seqlen_q) & (offs_d[None, :] < head_dim)
-    o = tl.load(O + b64 * stride_ob + h * stride_oh + rows * stride_os + offs_d[None, :],
-                mask=mask, other=0.0).to(tl.float32)
-    do = tl.load(DO + b64 * stride_db + h * stride_dh + rows * stride_ds + offs_d[None, :],
-                 mask=mask, other=0.0).to(tl.float32)
-    tl.store(DELTA + b64 * stride_lb + h * stride_lh + q_start + offs_m, tl.sum(o * do, 1),
-             mask=offs_m < seqlen_q)
 
 
 @triton.jit
@@ -234,10 +203,11 @@ def _dq_tiles(
 
 @triton.jit
 def _dq_kernel(
-    Q, K, V, DO, LSE, DELTA, DQ, CU_Q, CU_K,
+    Q, K, V, O, DO, LSE, DELTA, DQ, CU_Q, CU_K,
     stride_qb, stride_qs, stride_qh,
     stride_kb, stride_ks, stride_kh,
     stride_vb, stride_vs, stride_vh,
+    stride_ob, stride_os, stride_oh,
     stride_db, stride_ds, stride_dh,
     stride_dqb, stride_dqs, stride_dqh,
     stride_lb, stride_lh,
@@ -278,9 +248,13 @@ def _dq_kernel(
                 mask=q_mask, other=0.0)
     do = tl.load(DO + b64 * stride_db + h * stride_dh + qrows * stride_ds + offs_d[None, :],
                  mask=q_mask, other=0.0)
+    o = tl.load(O + b64 * stride_ob + h * stride_oh + qrows * stride_os + offs_d[None, :],
+                mask=q_mask, other=0.0)
+    # delta = rowsum(dO * O), stored for the dK/dV kernel, which runs after this one.
+    delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
     l_off = b64 * stride_lb + h * stride_lh + q_start + offs_m
+    tl.store(DELTA + l_off, delta, mask=offs_m < seqlen_q)
     lse = tl.load(LSE + l_off, mask=offs_m < seqlen_q, other=float("inf"))
-    delta = tl.load(DELTA + l_off, mask=offs_m < seqlen_q, other=0.0)
     lse2 = lse * LOG2E_C
     k_base = K + b64 * stride_kb + hk * stride_kh + k_start.to(tl.int64) * stride_ks
     v_base = V + b64 * stride_vb + hk * stride_vh + k_start.to(tl.int64) * stride_vs
@@ -317,23 +291,25 @@ def _dq_kernel(
              dq.to(DQ.dtype.element_ty), mask=q_mask)
 
 
-# (BLOCK_M, BLOCK_N, num_warps, num_stages) per padded head dim.
+# (BLOCK_M, BLOCK_N, num_warps, num_stages) per padded head dim; the first entry is the one
+# launched without autotuning. Chosen from benchmarks/tune_kernel.py sweeps on an H200
+# (docs/kernel_notes.md, v5); head dims 16, 32 and 256 were not swept.
 _DKDV_CONFIGS = {
-    16: [(32, 128, 4, 3), (64, 128, 8, 3), (64, 64, 4, 3)],
-    32: [(32, 128, 4, 3), (64, 128, 8, 3), (64, 64, 4, 3)],
-    64: [(32, 128, 4, 3), (64, 128, 8, 3), (64, 64, 4, 3)],
-    128: [(32, 128, 4, 3), (64, 128, 8, 2), (32, 64, 4, 3)],
+    16: [(64, 64, 4, 3), (32, 64, 4, 2), (64, 128, 8, 3), (32, 128, 4, 3)],
+    32: [(64, 64, 4, 3), (32, 64, 4, 2), (64, 128, 8, 3), (32, 128, 4, 3)],
+    64: [(64, 64, 4, 3), (32, 64, 4, 2), (64, 128, 8, 3), (32, 128, 4, 3)],
+    128: [(64, 128, 8, 3), (32, 64, 4, 3), (64, 64, 4, 2), (32, 128, 8, 3)],
     256: [(32, 64, 4, 2), (16, 64, 4, 2), (32, 32, 4, 2)],
 }
 _DQ_CONFIGS = {
-    16: [(128, 32, 4, 3), (128, 64, 8, 3), (64, 64, 4, 3)],
-    32: [(128, 32, 4, 3), (128, 64, 8, 3), (64, 64, 4, 3)],
-    64: [(128, 32, 4, 3), (128, 64, 8, 3), (64, 64, 4, 3)],
-    128: [(128, 32, 4, 3), (128, 64, 8, 2), (64, 64, 4, 3)],
+    16: [(128, 64, 8, 3), (128, 64, 4, 3), (64, 64, 4, 3), (128, 32, 4, 3)],
+    32: [(128, 64, 8, 3), (128, 64, 4, 3), (64, 64, 4, 3), (128, 32, 4, 3)],
+    64: [(128, 64, 8, 3), (128, 64, 4, 3), (64, 64, 4, 3), (128, 32, 4, 3)],
+    128: [(128, 64, 8, 3), (128, 32, 4, 3), (128, 128, 8, 2), (64, 64, 4, 2)],
     256: [(64, 32, 4, 2), (32, 64, 4, 2), (64, 64, 8, 2)],
 }
 _INTERPRET_CONFIG = (16, 16, 4, 1)
-_KEY = ["SEQ_BUCKET", "head_dim", "HAS_WR", "HAS_WL", "IS_VARLEN", "HAS_DROPOUT"]
+_KEY = ["SEQ_BUCKET", "head_dim", "group", "HAS_WR", "HAS_WL", "IS_VARLEN", "HAS_DROPOUT"]
 
 
 def _tuned(kernel, table):
@@ -345,17 +321,17 @@ def _tuned(kernel, table):
     )(kernel)
 
 
-_dkdv_tuned = _tuned(_dkdv_kernel, _DKDV_CONFIGS)
-_dq_tuned = _tuned(_dq_kernel, _DQ_CONFIGS)
+_dkdv_launch = AutotunedLaunch(_dkdv_kernel, _tuned(_dkdv_kernel, _DKDV_CONFIGS))
+_dq_launch = AutotunedLaunch(_dq_kernel, _tuned(_dq_kernel, _DQ_CONFIGS))
 
 
-def _launch(kernel, tuned, table, bd, grid_of, args, flags):
+def _launch(kernel, autotuned, table, bd, key, grid, args, flags):
     if AUTOTUNE:
-        tuned[lambda meta: grid_of(meta)](*args, **flags)
+        autotuned(grid, key, args, flags)
     else:
         bm, bn, w, s = _INTERPRET_CONFIG if INTERPRET else table[bd][0]
         meta = {"BLOCK_M": bm, "BLOCK_N": bn}
-        kernel[grid_of(meta)](*args, **flags, **meta, num_warps=w, num_stages=s)
+        kernel[grid(meta)](*args, **flags, **meta, num_warps=w, num_stages=s)
 
 
 def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
@@ -388,12 +364,6 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
     cu_k = cu_seqlens_k if varlen else lse
     lse_strides = lse_layout(lse, varlen)
 
-    dm = 16 if INTERPRET else 64
-    _delta_kernel[(triton.cdiv(int(max_seqlen_q), dm), batch * hq)](
-        out, dout, delta, cu_q, *seq_layout(out, varlen), *seq_layout(dout, varlen), *lse_strides,
-        sq, hq, head_dim, IS_VARLEN=varlen, BLOCK_D=bd, BLOCK_M=dm,
-    )
-
     has_softcap = softcap is not None and softcap > 0
     qk_scale = softmax_scale if has_softcap else softmax_scale * LOG2E
     common = (
@@ -412,16 +382,20 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
     ins = (*seq_layout(q, varlen), *seq_layout(k, varlen), *seq_layout(v, varlen),
            *seq_layout(dout, varlen))
 
+    key = (tail[-1], head_dim, hq // hk, q.dtype, *flags.values())
+
+    # dQ first: its kernel also computes delta = rowsum(dO * O), which the dK/dV kernel reads.
+    dq_args = (q, k, v, out, dout, lse, delta, dq, cu_q, cu_k, *ins[:9], *seq_layout(out, varlen),
+               *ins[9:], *seq_layout(dq, varlen), *lse_strides, *common, hq, hq // hk, head_dim,
+               *tail)
+    _launch(_dq_kernel, _dq_launch, _DQ_CONFIGS, bd, key,
+            lambda meta: (triton.cdiv(int(max_seqlen_q), meta["BLOCK_M"]), batch * hq),
+            dq_args, flags)
+
     dkdv_args = (q, k, v, dout, lse, delta, dk, dv, cu_q, cu_k, *ins,
                  *seq_layout(dk, varlen), *seq_layout(dv, varlen), *lse_strides,
                  *common, hq, hk, hq // hk, head_dim, *tail)
-    _launch(_dkdv_kernel, _dkdv_tuned, _DKDV_CONFIGS, bd,
+    _launch(_dkdv_kernel, _dkdv_launch, _DKDV_CONFIGS, bd, key,
             lambda meta: (triton.cdiv(int(max_seqlen_k), meta["BLOCK_N"]), batch * hk),
             dkdv_args, flags)
-
-    dq_args = (q, k, v, dout, lse, delta, dq, cu_q, cu_k, *ins, *seq_layout(dq, varlen),
-               *lse_strides, *common, hq, hq // hk, head_dim, *tail)
-    _launch(_dq_kernel, _dq_tuned, _DQ_CONFIGS, bd,
-            lambda meta: (triton.cdiv(int(max_seqlen_q), meta["BLOCK_M"]), batch * hq),
-            dq_args, flags)
     return dq, dk, dv

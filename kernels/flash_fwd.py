@@ -14,8 +14,9 @@ import triton
 import triton.language as tl
 
 from ._common import (
-    AUTOTUNE, INTERPRET, LN2, LOG2E, block_d, check_grid, dot, keep_mask, last_dim_contiguous,
-    load_tile, lse_layout, prune_by_head_dim, row_shift, scores, seq_bucket, seq_layout, visible,
+    AUTOTUNE, INTERPRET, LN2, LOG2E, AutotunedLaunch, block_d, check_grid, dot, keep_mask,
+    last_dim_contiguous, load_tile, lse_layout, prune_by_head_dim, row_shift, scores_unscaled,
+    seq_bucket, seq_layout, visible,
 )
 
 LN2_C = tl.constexpr(LN2)
@@ -40,31 +41,34 @@ def _fwd_tiles(
         col_ok = cols < seqlen_k
         k = load_tile(k_base + cols.to(tl.int64)[:, None] * stride_ks + offs_d[None, :],
                       col_ok, d_ok, MASKED, EVEN_D)
-        s = scores(dot(q, tl.trans(k), DOT_FP32), qk_scale, softcap, HAS_SOFTCAP)
+        # s * s_scale are the scores in log2 units; the scale is applied once per row to the
+        # max and folded into exp2's argument (one FMA per score instead of a multiply and an add).
+        s, s_scale = scores_unscaled(dot(q, tl.trans(k), DOT_FP32), qk_scale, softcap, HAS_SOFTCAP)
         if MASKED:
             ok = visible(offs_m, cols, seqlen_q, seqlen_k, window_left, window_right,
                          HAS_WL, HAS_WR)
             s = tl.where(ok, s, float("-inf"))
 
-        m1_new = tl.maximum(m1, tl.max(s, 1))
+        m1_new = tl.maximum(m1, tl.max(s, 1) * s_scale)
         if STABILIZE:
             if SHIFT_SINGLE:
                 tied = m1_new > float("-inf")
             else:
                 # m1 - m2 <= w  <=>  at least two scores (a repeated max counts twice) lie in
                 # [m1 - w, m1]: count them in this tile, plus the old max if it is still in
-                # the window, plus the old runner-up when the max did not move.
+                # the window, plus the old runner-up when the max did not move. The count is
+                # an fp32 sum (measured faster than an int32 one, docs/kernel_notes.md v5).
                 floor = m1_new - tie_window
-                near = tl.sum((s >= floor[:, None]).to(tl.int32), 1)
-                near += (m1 >= floor).to(tl.int32)
-                near += (tied & (m1 == m1_new)).to(tl.int32)
-                tied = near >= 2
+                near = tl.sum(tl.where(s >= (floor * (1.0 / s_scale))[:, None], 1.0, 0.0), 1)
+                near += tl.where(m1 >= floor, 1.0, 0.0)
+                near += tl.where(tied & (m1 == m1_new), 1.0, 0.0)
+                tied = near >= 2.0
         shift_new = row_shift(m1_new, tied, beta, min_gap, max_gap, STABILIZE)
         alpha = tl.where(m1 > float("-inf"), tl.exp2(shift - shift_new), 1.0)
         m1 = m1_new
         shift = shift_new
 
-        p = tl.exp2(s - shift[:, None])
+        p = tl.exp2(s * s_scale - shift[:, None])
         l_i = l_i * alpha + tl.sum(p, 1)
         if HAS_DROPOUT:
             keep = keep_mask(seed, dropout_p, b, h, num_heads_q, max_seqlen_q, max_seqlen_k,
@@ -176,23 +180,23 @@ def _fwd_kernel(
 
 
 # (BLOCK_M, BLOCK_N, num_warps, num_stages) tried per padded head dim.
+# The first entry is the one launched without autotuning. Chosen from benchmarks/tune_kernel.py
+# sweeps on an H200 (docs/kernel_notes.md, v5); head dims 16, 32 and 256 were not swept.
 _FWD_CONFIGS = {
-    16: [(128, 64, 4, 3), (128, 128, 8, 3), (64, 64, 4, 3)],
-    32: [(128, 64, 4, 3), (128, 128, 8, 3), (64, 64, 4, 3)],
-    64: [(128, 64, 4, 3), (128, 128, 8, 3), (64, 64, 4, 3)],
-    128: [(128, 64, 8, 3), (128, 128, 8, 2), (64, 64, 4, 3)],
+    16: [(128, 64, 8, 3), (64, 128, 4, 3), (64, 64, 4, 3), (128, 64, 4, 3)],
+    32: [(128, 64, 8, 3), (64, 128, 4, 3), (64, 64, 4, 3), (128, 64, 4, 3)],
+    64: [(128, 64, 8, 3), (64, 128, 4, 3), (64, 64, 4, 3), (64, 64, 4, 4)],
+    128: [(128, 128, 8, 3), (128, 128, 8, 2), (128, 64, 8, 3), (64, 64, 4, 2)],
     256: [(64, 64, 4, 2), (128, 64, 8, 2), (64, 32, 4, 2)],
 }
-_FWD_DEFAULT = {16: (128, 64, 4, 3), 32: (128, 64, 4, 3), 64: (128, 64, 4, 3),
-                128: (128, 64, 8, 3), 256: (64, 64, 4, 2)}
 _INTERPRET_CONFIG = (16, 16, 4, 1)
 
-_fwd_tuned = triton.autotune(
+_fwd_launch = AutotunedLaunch(_fwd_kernel, triton.autotune(
     configs=[triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s)
              for m, n, w, s in sorted({c for cs in _FWD_CONFIGS.values() for c in cs})],
     key=["SEQ_BUCKET", "head_dim", "HAS_WR", "HAS_WL", "IS_VARLEN", "HAS_DROPOUT", "STABILIZE"],
     prune_configs_by={"early_config_prune": prune_by_head_dim(lambda d: set(_FWD_CONFIGS[d]))},
-)(_fwd_kernel)
+)(_fwd_kernel))
 
 
 def flash_attn_fwd(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
@@ -218,6 +222,8 @@ def flash_attn_fwd(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
     head_dim = q.shape[-1]
     if head_dim > 256:
         raise ValueError(f"head_dim {head_dim} > 256 is not supported")
+    if not softmax_scale > 0:
+        raise ValueError(f"softmax_scale must be > 0, got {softmax_scale}")
     if q.dtype not in (torch.bfloat16, torch.float16):
         raise TypeError(f"q/k/v must be bfloat16 or float16, got {q.dtype}")
     hq, hk = q.shape[-2], k.shape[-2]
@@ -239,6 +245,7 @@ def flash_attn_fwd(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
     has_softcap = softcap is not None and softcap > 0
     qk_scale = softmax_scale if has_softcap else softmax_scale * LOG2E
     bd = block_d(head_dim)
+    bucket = seq_bucket(max_seqlen_q)
     cu_q = cu_seqlens_q if varlen else lse  # unused pointer in the dense layout
     cu_k = cu_seqlens_k if varlen else lse
     args = (
@@ -250,7 +257,7 @@ def flash_attn_fwd(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
         float(qk_scale), float(softcap or 0.0), int(window_left), int(window_right),
         float(dropout_p), 1.0 / (1.0 - dropout_p), int(seed),
         float(beta), float(tie_window * LOG2E), float(min_gap * LOG2E), float(max_gap * LOG2E),
-        seq_bucket(max_seqlen_q),
+        bucket,
     )
     flags = dict(
         IS_VARLEN=varlen, HAS_WL=window_left >= 0, HAS_WR=window_right >= 0,
@@ -263,9 +270,9 @@ def flash_attn_fwd(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
         return (triton.cdiv(int(max_seqlen_q), meta["BLOCK_M"]), batch * hq)
 
     if AUTOTUNE:
-        _fwd_tuned[grid](*args, **flags)
+        _fwd_launch(grid, (bucket, head_dim, q.dtype, *flags.values()), args, flags)
     else:
-        bm, bn, w, s = _INTERPRET_CONFIG if INTERPRET else _FWD_DEFAULT[bd]
+        bm, bn, w, s = _INTERPRET_CONFIG if INTERPRET else _FWD_CONFIGS[bd][0]
         _fwd_kernel[grid](*args, **flags, BLOCK_M=bm, BLOCK_N=bn, num_warps=w, num_stages=s)
     if return_shift:
         return out, lse, shift_out

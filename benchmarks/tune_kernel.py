@@ -1,0 +1,202 @@
+"""Per-config timings of our Triton kernels: which tile shape wins for which shape (GPU only).
+
+For every shape and every candidate ``(BLOCK_M, BLOCK_N, num_warps, num_stages)`` this launches
+that config alone (``HF_STABLE_ATTN_AUTOTUNE=0`` with the launcher's default entry replaced) and
+times it with ``triton.testing.do_bench`` (median, L2 flushed between repetitions):
+
+- ``fwd`` / ``fwd_nofix``: the forward with the fix on / off;
+- ``dkdv``: the whole backward while the dK/dV kernel takes the candidate (dQ at its default);
+- ``dq``: the whole backward while the dQ kernel takes the candidate (dK/dV at its default).
+
+Compiles run first in ``--jobs`` worker processes (small inputs with the same specialisation),
+which fill Triton's on-disk cache, so the timing pass mostly loads binaries. ``--kernels`` picks
+the kernel package (``hf_stable_attn.kernels`` or a development copy with the same layout), so
+two variants can be compared in one session. Configs that do not fit (shared memory, registers)
+are recorded with their error.
+
+Run: ``PYTHONPATH=$PWD python -m benchmarks.tune_kernel --out tune.json [--kernels PKG]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import itertools
+import json
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass
+
+os.environ["HF_STABLE_ATTN_AUTOTUNE"] = "0"  # the launchers read it at import
+
+import torch  # noqa: E402
+
+PARTS = ("fwd", "fwd_nofix", "dkdv", "dq")
+FLOP_FACTOR = {"fwd": 1.0, "fwd_nofix": 1.0, "dkdv": 2.5, "dq": 2.5}
+GRIDS = {
+    "fwd": dict(m=(64, 128), n=(32, 64, 128), w=(4, 8), s=(2, 3, 4)),
+    "dkdv": dict(m=(16, 32, 64, 128), n=(64, 128), w=(4, 8), s=(2, 3)),
+    "dq": dict(m=(64, 128), n=(32, 64, 128), w=(4, 8), s=(2, 3)),
+}
+
+
+@dataclass(frozen=True)
+class Shape:
+    seqlen: int
+    batch: int
+    heads_q: int
+    heads_kv: int
+    head_dim: int
+    causal: bool
+
+
+def candidates(part: str) -> list[tuple[int, int, int, int]]:
+    grid = GRIDS["fwd" if part.startswith("fwd") else part]
+    return list(itertools.product(grid["m"], grid["n"], grid["w"], grid["s"]))
+
+
+def default_shapes(total_tokens: int, hidden: int) -> list[Shape]:
+    shapes = []
+    for d, causal, group in [(128, False, 1), (128, True, 1), (64, False, 1), (64, True, 1),
+                             (128, True, 8)]:
+        hq = hidden // d
+        shapes.append(Shape(4096, total_tokens // 4096, hq, hq // group, d, causal))
+    return shapes
+
+
+def small(shape: Shape) -> Shape:
+    """Same compile-time specialisation (divisibility by 16, group size), tiny problem."""
+    return Shape(256, 2, shape.heads_q, shape.heads_kv, shape.head_dim, shape.causal)
+
+
+def make_inputs(shape: Shape, seed: int = 0):
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+
+    def randn(heads):
+        return torch.randn(shape.batch, shape.seqlen, heads, shape.head_dim, device="cuda",
+                           dtype=torch.bfloat16, generator=gen)
+
+    return randn(shape.heads_q), randn(shape.heads_kv), randn(shape.heads_kv), randn(shape.heads_q)
+
+
+class Runner:
+    """Launches one part of one kernel package with one config."""
+
+    def __init__(self, package: str):
+        self.fwd_mod = importlib.import_module(f"{package}.flash_fwd")
+        self.bwd_mod = importlib.import_module(f"{package}.flash_bwd")
+        self.block_d = importlib.import_module(f"{package}._common").block_d
+
+    def call(self, part: str, cfg, shape: Shape, tensors):
+        q, k, v, dout = tensors
+        bd = self.block_d(shape.head_dim)
+        kw = dict(cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=shape.seqlen,
+                  max_seqlen_k=shape.seqlen, softmax_scale=shape.head_dim ** -0.5,
+                  causal=shape.causal, window_left=-1, window_right=-1, softcap=0.0,
+                  dropout_p=0.0, seed=0)
+        fix = dict(beta=4.0, tie_window=2.0 ** -9, min_gap=2.0 ** -7, max_gap=64.0)
+        if part.startswith("fwd"):
+            table = self.fwd_mod._FWD_CONFIGS
+
+            def run():
+                return self.fwd_mod.flash_attn_fwd(q, k, v, **kw, **fix, stabilize=part == "fwd")
+        else:
+            out, lse = self.fwd_mod.flash_attn_fwd(q, k, v, **kw, **fix, stabilize=True)
+            table = self.bwd_mod._DKDV_CONFIGS if part == "dkdv" else self.bwd_mod._DQ_CONFIGS
+
+            def run():
+                return self.bwd_mod.flash_attn_bwd(dout, q, k, v, out, lse, **kw)
+
+        default = table[bd][0]
+        table[bd] = [cfg, *table[bd][1:]]
+        run.restore = lambda: table[bd].__setitem__(0, default)
+        return run
+
+
+def _compile_worker(package: str, jobs: list) -> list[str | None]:
+    runner = Runner(package)
+    errors = []
+    for part, cfg, shape in jobs:
+        try:
+            fn = runner.call(part, cfg, shape, make_inputs(shape))
+            fn()
+            fn.restore()
+            errors.append(None)
+        except Exception as exc:  # noqa: BLE001  (record why a config does not fit)
+            errors.append(f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+        torch.cuda.synchronize()
+    return errors
+
+
+def flops(shape: Shape, part: str) -> float:
+    f = 4.0 * shape.batch * shape.heads_q * shape.seqlen * shape.seqlen * shape.head_dim
+    return f * FLOP_FACTOR[part] * (0.5 if shape.causal else 1.0)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--kernels", default="hf_stable_attn.kernels")
+    ap.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS)
+    ap.add_argument("--total-tokens", type=int, default=16384)
+    ap.add_argument("--hidden", type=int, default=2048)
+    ap.add_argument("--jobs", type=int, default=min(16, os.cpu_count() or 1))
+    ap.add_argument("--time-budget-s", type=float, default=480.0)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args(argv)
+    start = time.perf_counter()
+    shapes = default_shapes(args.total_tokens, args.hidden)
+    work = [(p, c, s) for s in shapes for p in args.parts for c in candidates(p)]
+
+    compile_jobs = sorted({(p, c, small(s)) for p, c, s in work}, key=str)
+    chunks = [compile_jobs[i::args.jobs] for i in range(args.jobs)]
+    ctx = torch.multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(args.jobs, mp_context=ctx) as pool:
+        results = list(pool.map(_compile_worker, [args.kernels] * len(chunks), chunks))
+    failed = {job: err for chunk, errs in zip(chunks, results) for job, err in zip(chunk, errs)
+              if err}
+    compile_s = time.perf_counter() - start
+    print(f"compiled {len(compile_jobs)} variants in {compile_s:.0f} s, {len(failed)} failed",
+          file=sys.stderr)
+
+    runner = Runner(args.kernels)
+    records = []
+    report = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+              "triton": importlib.import_module("triton").__version__, "kernels": args.kernels,
+              "date": time.strftime("%Y-%m-%d %H:%M"), "compile_s": compile_s, "records": records}
+    from triton.testing import do_bench
+    tensors = {}
+    for part, cfg, shape in work:
+        if time.perf_counter() - start > args.time_budget_s:
+            report["cut_by_budget"] = True
+            break
+        rec = dict(part=part, **asdict(shape), block_m=cfg[0], block_n=cfg[1], num_warps=cfg[2],
+                   num_stages=cfg[3], ms=None, tflops=None, error=failed.get((part, cfg, small(shape))))
+        if rec["error"] is None:
+            if shape not in tensors:
+                tensors = {shape: make_inputs(shape, seed=len(records))}
+            try:
+                fn = runner.call(part, cfg, shape, tensors[shape])
+                rec["ms"] = do_bench(fn, warmup=10, rep=40, return_mode="median")
+                fn.restore()
+                rec["tflops"] = flops(shape, part) / rec["ms"] * 1e-9
+            except Exception as exc:  # noqa: BLE001
+                rec["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+        records.append(rec)
+    with open(args.out, "w") as f:
+        json.dump(report, f, indent=1)
+    for shape in shapes:
+        for part in args.parts:
+            ok = [r for r in records if r["part"] == part and r["ms"] and
+                  (r["seqlen"], r["heads_kv"], r["head_dim"], r["causal"]) ==
+                  (shape.seqlen, shape.heads_kv, shape.head_dim, shape.causal)]
+            if ok:
+                best = min(ok, key=lambda r: r["ms"])
+                print(f"{part:9s} D={shape.head_dim:3d} causal={shape.causal!s:5s} "
+                      f"Hkv={shape.heads_kv:2d}: best {best['ms']:.3f} ms "
+                      f"({best['block_m']},{best['block_n']},{best['num_warps']},{best['num_stages']})")
+
+
+if __name__ == "__main__":
+    main()
