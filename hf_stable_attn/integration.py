@@ -27,7 +27,7 @@ from transformers.masking_utils import AttentionMaskInterface, flash_attention_m
 
 from . import hooks
 from .interface import flash_attn_func, flash_attn_varlen_func
-from .options import _State, options_from_config
+from .options import _STATE, options_from_config
 
 ATTN_IMPLEMENTATION = "stable_flash"
 
@@ -81,8 +81,8 @@ def stable_flash_attention_forward(
     head_dim, v_head_dim = query.shape[-1], value.shape[-1]
     if v_head_dim != head_dim:  # e.g. MLA: pad V to the query head dim, crop the output
         value = torch.nn.functional.pad(value, [0, head_dim - v_head_dim])
-    previous = _State.active
-    _State.active = options_from_config(module.config)
+    previous = _STATE["active"]
+    _STATE["active"] = options_from_config(module.config)
     try:
         out = fa_utils._flash_attention_forward(
             query.transpose(1, 2),
@@ -101,7 +101,7 @@ def stable_flash_attention_forward(
             **kwargs,
         )
     finally:
-        _State.active = previous
+        _STATE["active"] = previous
     return out[..., :v_head_dim], None
 
 

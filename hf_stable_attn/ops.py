@@ -1,4 +1,4 @@
-"""The attention as ``torch.library`` custom ops, with autograd and backend dispatch.
+"""The attention as ``torch.library`` custom ops, their autograd, and backend dispatch.
 
 ``hf_stable_attn::fwd`` and ``hf_stable_attn::bwd`` are opaque to ``torch.compile`` (fake
 implementations give their shapes), so a compiled model traces them with no graph break.
@@ -40,8 +40,7 @@ def _masking(cu_q, cu_k, max_q, max_k, scale, causal, left, right, softcap, drop
     )
 
 
-@torch.library.custom_op("hf_stable_attn::fwd", mutates_args=())
-def _fwd(
+def _forward_impl(
     q: Tensor,
     k: Tensor,
     v: Tensor,
@@ -80,6 +79,9 @@ def _fwd(
     return out.contiguous(), lse.contiguous()
 
 
+_fwd = torch.library.custom_op("hf_stable_attn::fwd", _forward_impl, mutates_args=())
+
+
 @_fwd.register_fake
 def _fwd_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, *args):
     if cu_seqlens_q is None:
@@ -89,8 +91,7 @@ def _fwd_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, *args):
     return q.new_empty(q.shape), lse
 
 
-@torch.library.custom_op("hf_stable_attn::bwd", mutates_args=())
-def _bwd(
+def _backward_impl(
     dout: Tensor,
     q: Tensor,
     k: Tensor,
@@ -125,46 +126,60 @@ def _bwd(
     return tuple(g.contiguous() for g in grads)
 
 
+_bwd = torch.library.custom_op("hf_stable_attn::bwd", _backward_impl, mutates_args=())
+
+
 @_bwd.register_fake
 def _bwd_fake(dout, q, k, v, *args):
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
 
-_FWD_ARGS = (
-    "q", "k", "v", "cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k",
-    "softmax_scale", "causal", "window_left", "window_right", "softcap", "dropout_p", "seed",
-    "stabilize", "beta", "tie_window", "min_gap", "max_gap", "deterministic", "backend",
-)
-
-
-def _setup_context(ctx, inputs, output):
-    args = dict(zip(_FWD_ARGS, inputs))
-    out, lse = output
-    ctx.save_for_backward(
-        args["q"], args["k"], args["v"], out, lse, args["cu_seqlens_q"], args["cu_seqlens_k"],
-        args["seed"],
+def _dispatch_free(*tensors: Optional[Tensor]) -> bool:
+    """Whether the ops' implementations may run without the dispatcher (which costs tens of
+    microseconds of host time per call): eager mode, plain tensors, no dispatch mode (fake
+    tensors) and no functorch transform. Otherwise, and always under torch.compile, the custom
+    ops are called."""
+    if torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack():
+        return False
+    return all(
+        t is None or (type(t) is Tensor and not torch._C._functorch.is_functorch_wrapped_tensor(t))
+        for t in tensors
     )
-    ctx.static = {
-        name: args[name]
-        for name in (
-            "max_seqlen_q", "max_seqlen_k", "softmax_scale", "causal", "window_left",
-            "window_right", "softcap", "dropout_p", "deterministic", "backend",
+
+
+class _Attention(torch.autograd.Function):
+    """Autograd of the two ops: ``forward`` runs ``hf_stable_attn::fwd`` and saves what
+    ``hf_stable_attn::bwd`` needs. An ``autograd.Function`` rather than ``register_autograd``,
+    whose wrapper re-binds the op's 21 arguments on every call (hundreds of microseconds of host
+    time per layer measured on the GPU host; docs/kernel_notes.md, host overhead).
+    ``lse`` is returned without a gradient (as flash-attn's)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, cu_q, cu_k, seed, static):
+        (max_q, max_k, scale, causal, left, right, softcap, dropout_p, stabilize, beta,
+         tie_window, min_gap, max_gap, deterministic, backend) = static
+        forward = _forward_impl if _dispatch_free(q, k, v, cu_q, cu_k) else _fwd
+        out, lse = forward(
+            q, k, v, cu_q, cu_k, max_q, max_k, scale, causal, left, right, softcap, dropout_p,
+            seed, stabilize, beta, tie_window, min_gap, max_gap, deterministic, backend,
         )
-    }
+        ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k, seed)
+        ctx.static = (max_q, max_k, scale, causal, left, right, softcap, dropout_p,
+                      deterministic, backend)
+        ctx.mark_non_differentiable(lse)
+        return out, lse
 
-
-def _backward(ctx, dout, dlse):
-    q, k, v, out, lse, cu_q, cu_k, seed = ctx.saved_tensors
-    st = ctx.static
-    dq, dk, dv = _bwd(
-        dout, q, k, v, out, lse, cu_q, cu_k, st["max_seqlen_q"], st["max_seqlen_k"],
-        st["softmax_scale"], st["causal"], st["window_left"], st["window_right"], st["softcap"],
-        st["dropout_p"], seed, st["deterministic"], st["backend"],
-    )
-    return (dq, dk, dv) + (None,) * (len(_FWD_ARGS) - 3)
-
-
-_fwd.register_autograd(_backward, setup_context=_setup_context)
+    @staticmethod
+    def backward(ctx, dout, _dlse):
+        q, k, v, out, lse, cu_q, cu_k, seed = ctx.saved_tensors
+        (max_q, max_k, scale, causal, left, right, softcap, dropout_p, deterministic,
+         backend) = ctx.static
+        backward = _backward_impl if _dispatch_free(dout, q, k, v, cu_q, cu_k) else _bwd
+        dq, dk, dv = backward(
+            dout, q, k, v, out, lse, cu_q, cu_k, max_q, max_k, scale, causal, left, right,
+            softcap, dropout_p, seed, deterministic, backend,
+        )
+        return dq, dk, dv, None, None, None, None
 
 
 def resolve_backend(backend: str, q: Tensor) -> str:
@@ -246,10 +261,9 @@ def attention(
     seed = None
     if dropout_p > 0.0:
         seed = torch.randint(0, 2**62, (), dtype=torch.int64)
-    return _fwd(
-        q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
-        float(softmax_scale), bool(causal), int(window_left), int(window_right), float(softcap),
-        float(dropout_p), seed, shift.stabilize, shift.beta, shift.tie_window, shift.min_gap,
-        shift.max_gap, bool(deterministic), backend,
+    static = (
+        int(max_seqlen_q), int(max_seqlen_k), float(softmax_scale), bool(causal),
+        int(window_left), int(window_right), float(softcap), float(dropout_p), shift.stabilize,
+        shift.beta, shift.tie_window, shift.min_gap, shift.max_gap, bool(deterministic), backend,
     )
-
+    return _Attention.apply(q, k, v, cu_seqlens_q, cu_seqlens_k, seed, static)

@@ -42,34 +42,35 @@ class StableAttnOptions:
             raise ValueError(f"beta must be > 1 (the paper uses 2..8), got {self.beta}")
 
     def updated(self, **changes) -> "StableAttnOptions":
-        """A copy with the non-None ``changes`` applied."""
-        return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
+        """A copy with the non-None ``changes`` applied (``self`` when there are none)."""
+        changes = {k: v for k, v in changes.items() if v is not None}
+        return dataclasses.replace(self, **changes) if changes else self
 
 
-class _State:
-    """Process defaults and the options of the model whose attention is running."""
-
-    default = StableAttnOptions()
-    active: StableAttnOptions | None = None
+# Process defaults and the options of the model whose attention is running. A module-level
+# dict, not class attributes: torch.compile (fullgraph) traces item assignment on a global
+# dict, but not setattr on a class (torch 2.11).
+_STATE: dict[str, StableAttnOptions | None] = {"default": StableAttnOptions(), "active": None}
 
 
 def set_default_options(**changes) -> StableAttnOptions:
     """Change the process-wide defaults (e.g. ``set_default_options(backend="reference")``)."""
-    _State.default = _State.default.updated(**changes)
-    return _State.default
+    _STATE["default"] = _STATE["default"].updated(**changes)
+    return _STATE["default"]
 
 
 def current_options() -> StableAttnOptions:
     """The options in force: the running model's, else the process defaults."""
-    return _State.active if _State.active is not None else _State.default
+    active = _STATE["active"]
+    return active if active is not None else _STATE["default"]
 
 
 def options_from_config(config) -> StableAttnOptions:
     """Options stored on a transformers config by ``configure`` (defaults if none)."""
     stored = getattr(config, CONFIG_KEY, None)
     if not stored:
-        return _State.default
-    return _State.default.updated(**stored)
+        return _STATE["default"]
+    return _STATE["default"].updated(**stored)
 
 
 def configure(model, **changes) -> StableAttnOptions:

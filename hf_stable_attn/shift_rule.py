@@ -28,6 +28,7 @@ real arithmetic and the backward pass, which uses the log-sum-exp, is unchanged.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -77,6 +78,7 @@ class ShiftParams:
         )
 
 
+@functools.lru_cache(maxsize=64)  # called once per attention call; the arguments repeat
 def shift_params(
     dtype: torch.dtype,
     stabilize: bool = True,

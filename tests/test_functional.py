@@ -66,10 +66,15 @@ def test_dropout_is_fresh_per_call_and_zero_when_off():
     assert torch.equal(flash_attn_func(q, k, v, dropout_p=0.0), flash_attn_func(q, k, v))
 
 
-def test_custom_op_passes_opcheck():
-    q, k, v = _qkv(b=1, sq=5, sk=7, hq=2, hk=1, d=8, dtype=torch.float32, requires_grad=True)
-    args = (q, k, v, None, None, 5, 7, 0.3, True, -1, -1, 0.0, 0.0, None, True, 2.0, 1e-3, 4e-3, 64.0, True, "reference")
-    torch.library.opcheck(torch.ops.hf_stable_attn.fwd.default, args)
+def test_custom_ops_pass_opcheck():
+    """Both ops (their autograd is ops._Attention, so they are checked without grad)."""
+    q, k, v = _qkv(b=1, sq=5, sk=7, hq=2, hk=1, d=8, dtype=torch.float32)
+    masking = (None, None, 5, 7, 0.3, True, -1, -1, 0.0, 0.0, None)
+    fwd_args = (q, k, v, *masking, True, 2.0, 1e-3, 4e-3, 64.0, True, "reference")
+    torch.library.opcheck(torch.ops.hf_stable_attn.fwd.default, fwd_args)
+    out, lse = torch.ops.hf_stable_attn.fwd.default(*fwd_args)
+    bwd_args = (torch.randn_like(out), q, k, v, out, lse, *masking, True, "reference")
+    torch.library.opcheck(torch.ops.hf_stable_attn.bwd.default, bwd_args)
 
 
 def test_set_default_options_changes_the_process_default():

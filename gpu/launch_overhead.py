@@ -1,0 +1,88 @@
+"""Host (CPU) time per call of our attention at shapes too small to keep the GPU busy, so the
+time is launch overhead: the Triton launchers, the custom op, the flash-attn interface, and
+SDPA for comparison; then a cProfile of the forward launcher (GPU only).
+
+Run: ``PYTHONPATH=$PWD python gpu/launch_overhead.py > launch_overhead.txt``.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import pstats
+import time
+
+import torch
+import torch.nn.functional as F
+
+import hf_stable_attn
+from hf_stable_attn import kernels
+
+N = 300
+
+
+def host_us(fn) -> float:
+    for _ in range(20):
+        fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(N):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / N * 1e6
+
+
+def main() -> None:
+    print(torch.cuda.get_device_name(), torch.__version__)
+    shapes = {"decode (8 x 1 query, 256 keys, 12 heads, d 64)": ((8, 1, 12, 64), (8, 256, 12, 64)),
+              "train-like (1 x 128, 4 heads, d 64)": ((1, 128, 4, 64), (1, 128, 4, 64))}
+    for label, (qs, ks) in shapes.items():
+        q = torch.randn(qs, device="cuda", dtype=torch.bfloat16)
+        k = torch.randn(ks, device="cuda", dtype=torch.bfloat16)
+        v = torch.randn(ks, device="cuda", dtype=torch.bfloat16)
+        causal = qs[1] > 1
+        kw = dict(cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=qs[1], max_seqlen_k=ks[1],
+                  softmax_scale=0.125, causal=causal, window_left=-1, window_right=-1,
+                  softcap=0.0, dropout_p=0.0, seed=0)
+        fix = dict(stabilize=True, beta=2.0, tie_window=2.0 ** -9, min_gap=2.0 ** -7, max_gap=64.0)
+        out, lse = kernels.flash_attn_fwd(q, k, v, **kw, **fix)
+        rows = {
+            "kernels.flash_attn_fwd (launcher)": lambda: kernels.flash_attn_fwd(q, k, v, **kw, **fix),
+            "kernels.flash_attn_bwd (launcher)": lambda: kernels.flash_attn_bwd(out, q, k, v, out, lse, **kw),
+            "flash_attn_func, no grad": lambda: hf_stable_attn.flash_attn_func(q, k, v, causal=causal),
+            "sdpa, no grad": lambda: F.scaled_dot_product_attention(
+                q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=causal),
+        }
+        qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
+
+        def ours_train():
+            hf_stable_attn.flash_attn_func(qg, kg, vg, causal=causal).sum().backward()
+
+        def sdpa_train():
+            F.scaled_dot_product_attention(qg.transpose(1, 2), kg.transpose(1, 2),
+                                           vg.transpose(1, 2), is_causal=causal).sum().backward()
+
+        rows["flash_attn_func fwd+bwd"] = ours_train
+        rows["sdpa fwd+bwd"] = sdpa_train
+        print(f"\n== {label}: host microseconds per call")
+        with torch.no_grad():
+            for name, fn in rows.items():
+                if "bwd" in name and "launcher" not in name:
+                    continue
+                print(f"  {name:40s} {host_us(fn):8.1f}")
+        for name in ("flash_attn_func fwd+bwd", "sdpa fwd+bwd"):
+            print(f"  {name:40s} {host_us(rows[name]):8.1f}")
+
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(N):
+        kernels.flash_attn_fwd(q, k, v, **kw, **fix)
+    torch.cuda.synchronize()
+    prof.disable()
+    text = io.StringIO()
+    pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(25)
+    print(f"\n== cProfile of {N} forward launcher calls (train-like shape)\n{text.getvalue()}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+"""Where the end-to-end time of a GPT-2 124M training step and of greedy decoding goes, per
+attention implementation (torch.profiler; GPU only).
+
+Writes ``profile_<impl>_<mode>.txt`` (top ops by CUDA time and by CPU time, and the count of
+host-device synchronisations) into ``--out``. Run:
+``PYTHONPATH=$PWD python gpu/profile_e2e.py --out DIR``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+import hf_stable_attn  # noqa: F401  (registers stable_flash)
+from benchmarks.bench_e2e import MODELS, build_model
+
+SYNC_OPS = ("aten::item", "aten::_local_scalar_dense", "aten::nonzero", "cudaStreamSynchronize",
+            "cudaDeviceSynchronize", "aten::is_nonzero")
+
+
+def train_steps(impl: str, steps: int):
+    spec = MODELS["gpt2-124m"]
+    model = build_model(spec, impl, torch.device("cuda"), torch.float32).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    ids = torch.randint(model.config.vocab_size, (spec.batch, spec.seqlen), device="cuda")
+
+    def step():
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    return lambda: [step() for _ in range(steps)]
+
+
+def decode(impl: str, new_tokens: int):
+    spec = MODELS["gpt2-124m"]
+    model = build_model(spec, impl, torch.device("cuda"), torch.bfloat16).eval()
+    prompts = torch.randint(model.config.vocab_size, (8, 128), device="cuda")
+
+    def run():
+        with torch.no_grad():
+            model.generate(input_ids=prompts, attention_mask=torch.ones_like(prompts),
+                           do_sample=False, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
+                           pad_token_id=0)
+
+    run()
+    torch.cuda.synchronize()
+    return run
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for mode, make in (("train", lambda i: train_steps(i, 3)), ("decode", lambda i: decode(i, 16))):
+        for impl in ("stable_flash", "sdpa"):
+            fn = make(impl)
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                fn()
+                torch.cuda.synchronize()
+            avg = prof.key_averages()
+            syncs = {e.key: e.count for e in avg if e.key in SYNC_OPS}
+            text = (f"{impl} {mode}: syncs {syncs}\n\n== by CUDA time\n"
+                    + avg.table(sort_by="cuda_time_total", row_limit=25, max_name_column_width=60)
+                    + "\n== by self CPU time\n"
+                    + avg.table(sort_by="self_cpu_time_total", row_limit=30, max_name_column_width=60))
+            (out / f"profile_{impl}_{mode}.txt").write_text(text)
+            print(text[:200])
+
+
+if __name__ == "__main__":
+    main()
