@@ -282,6 +282,9 @@ def _configure_dynamo() -> None:
 
     torch._dynamo.config.cache_size_limit = 1024
     torch._dynamo.config.accumulated_cache_size_limit = 4096
+    # The bwd mode re-runs the backward of one stored forward (retain_graph), which a compiled
+    # backward with donated buffers refuses; FlexAttention's bwd column needs them off.
+    torch._functorch.config.donated_buffer = False
 
 
 def parse_args(argv=None) -> argparse.Namespace:

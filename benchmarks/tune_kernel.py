@@ -57,10 +57,15 @@ def candidates(part: str) -> list[tuple[int, int, int, int]]:
     return list(itertools.product(grid["m"], grid["n"], grid["w"], grid["s"]))
 
 
-def default_shapes(total_tokens: int, hidden: int) -> list[Shape]:
+DEFAULT_CASES = [(128, False, 1), (128, True, 1), (64, False, 1), (64, True, 1), (128, True, 8)]
+
+
+def default_shapes(total_tokens: int, hidden: int, head_dims=None) -> list[Shape]:
+    """Seqlen 4096, ``hidden // D`` query heads; the default (D, causal, group) cases, or MHA
+    causal and not for each of ``head_dims``."""
+    cases = DEFAULT_CASES if not head_dims else [(d, c, 1) for d in head_dims for c in (False, True)]
     shapes = []
-    for d, causal, group in [(128, False, 1), (128, True, 1), (64, False, 1), (64, True, 1),
-                             (128, True, 8)]:
+    for d, causal, group in cases:
         hq = hidden // d
         shapes.append(Shape(4096, total_tokens // 4096, hq, hq // group, d, causal))
     return shapes
@@ -121,8 +126,10 @@ def _compile_worker(package: str, jobs: list) -> list[str | None]:
     for part, cfg, shape in jobs:
         try:
             fn = runner.call(part, cfg, shape, make_inputs(shape))
-            fn()
-            fn.restore()
+            try:
+                fn()
+            finally:  # a failed config must not stay in the table for the next job
+                fn.restore()
             errors.append(None)
         except Exception as exc:  # noqa: BLE001  (record why a config does not fit)
             errors.append(f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
@@ -139,6 +146,7 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kernels", default="hf_stable_attn.kernels")
     ap.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS)
+    ap.add_argument("--head-dims", nargs="+", type=int, help="default: D 128 and 64 cases")
     ap.add_argument("--total-tokens", type=int, default=16384)
     ap.add_argument("--hidden", type=int, default=2048)
     ap.add_argument("--jobs", type=int, default=min(16, os.cpu_count() or 1))
@@ -146,7 +154,7 @@ def main(argv=None) -> None:
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     start = time.perf_counter()
-    shapes = default_shapes(args.total_tokens, args.hidden)
+    shapes = default_shapes(args.total_tokens, args.hidden, args.head_dims)
     work = [(p, c, s) for s in shapes for p in args.parts for c in candidates(p)]
 
     compile_jobs = sorted({(p, c, small(s)) for p, c, s in work}, key=str)
@@ -178,8 +186,10 @@ def main(argv=None) -> None:
                 tensors = {shape: make_inputs(shape, seed=len(records))}
             try:
                 fn = runner.call(part, cfg, shape, tensors[shape])
-                rec["ms"] = do_bench(fn, warmup=10, rep=40, return_mode="median")
-                fn.restore()
+                try:
+                    rec["ms"] = do_bench(fn, warmup=10, rep=40, return_mode="median")
+                finally:
+                    fn.restore()
                 rec["tflops"] = flops(shape, part) / rec["ms"] * 1e-9
             except Exception as exc:  # noqa: BLE001
                 rec["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
