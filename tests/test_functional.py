@@ -112,3 +112,26 @@ def test_unsupported_features_say_what_to_use():
         flash_attn_func(q, k, v, backend="cuda")
     with pytest.raises(ValueError, match="beta"):
         flash_attn_func(q, k, v, beta=0.5)
+
+
+def test_eager_calls_the_implementation_and_compile_calls_the_op(monkeypatch):
+    """ops._dispatch_free: eager mode skips the dispatcher, torch.compile must go through the op
+    (whose implementation is the function the op was built from, not the module attribute)."""
+    from hf_stable_attn import ops
+
+    calls = []
+    real = ops._forward_impl
+
+    def spy(*args):
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(ops, "_forward_impl", spy)
+    q, k, v = _qkv(dtype=torch.float32)
+    eager = flash_attn_func(q, k, v, causal=True)
+    assert len(calls) == 1
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda a, b, c: flash_attn_func(a, b, c, causal=True), fullgraph=True,
+                             backend="aot_eager")(q, k, v)
+    assert len(calls) == 1
+    torch.testing.assert_close(compiled, eager)
