@@ -27,29 +27,20 @@ import os
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 os.environ["HF_STABLE_ATTN_AUTOTUNE"] = "0"  # the launchers read it at import
 
 import torch  # noqa: E402
 
+from benchmarks.bench_attention import Shape, attention_flops  # noqa: E402
+
 PARTS = ("fwd", "fwd_nofix", "dkdv", "dq")
-FLOP_FACTOR = {"fwd": 1.0, "fwd_nofix": 1.0, "dkdv": 2.5, "dq": 2.5}
 GRIDS = {
     "fwd": dict(m=(64, 128), n=(32, 64, 128), w=(4, 8), s=(2, 3, 4)),
     "dkdv": dict(m=(16, 32, 64, 128), n=(64, 128), w=(4, 8), s=(2, 3)),
     "dq": dict(m=(64, 128), n=(32, 64, 128), w=(4, 8), s=(2, 3)),
 }
-
-
-@dataclass(frozen=True)
-class Shape:
-    seqlen: int
-    batch: int
-    heads_q: int
-    heads_kv: int
-    head_dim: int
-    causal: bool
 
 
 def candidates(part: str) -> list[tuple[int, int, int, int]]:
@@ -67,13 +58,13 @@ def default_shapes(total_tokens: int, hidden: int, head_dims=None) -> list[Shape
     shapes = []
     for d, causal, group in cases:
         hq = hidden // d
-        shapes.append(Shape(4096, total_tokens // 4096, hq, hq // group, d, causal))
+        shapes.append(Shape("bf16", 4096, total_tokens // 4096, hq, hq // group, d, causal))
     return shapes
 
 
 def small(shape: Shape) -> Shape:
     """Same compile-time specialisation (divisibility by 16, group size), tiny problem."""
-    return Shape(256, 2, shape.heads_q, shape.heads_kv, shape.head_dim, shape.causal)
+    return Shape("bf16", 256, 2, shape.heads_q, shape.heads_kv, shape.head_dim, shape.causal)
 
 
 def make_inputs(shape: Shape, seed: int = 0):
@@ -137,11 +128,6 @@ def _compile_worker(package: str, jobs: list) -> list[str | None]:
     return errors
 
 
-def flops(shape: Shape, part: str) -> float:
-    f = 4.0 * shape.batch * shape.heads_q * shape.seqlen * shape.seqlen * shape.head_dim
-    return f * FLOP_FACTOR[part] * (0.5 if shape.causal else 1.0)
-
-
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kernels", default="hf_stable_attn.kernels")
@@ -190,7 +176,8 @@ def main(argv=None) -> None:
                     rec["ms"] = do_bench(fn, warmup=10, rep=40, return_mode="median")
                 finally:
                     fn.restore()
-                rec["tflops"] = flops(shape, part) / rec["ms"] * 1e-9
+                mode = "fwd" if part.startswith("fwd") else "bwd"  # dkdv/dq time a whole backward
+                rec["tflops"] = attention_flops(shape, mode) / rec["ms"] * 1e-9
             except Exception as exc:  # noqa: BLE001
                 rec["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
         records.append(rec)

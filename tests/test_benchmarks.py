@@ -130,3 +130,19 @@ def test_e2e_cpu_smoke(tmp_path):
     assert by[("stable_flash", "train")]["loss"] == pytest.approx(by[("sdpa", "train")]["loss"], rel=1e-2)
     tables = make_tables.render([str(out)])
     assert "| gpt2-tiny | train | 2×64 | autocast |" in tables and "stable_flash / sdpa" in tables
+
+
+def test_tune_kernel_shapes_and_their_compile_stand_ins():
+    """The tuner compiles on small stand-ins: they must keep every compile-time property of the
+    timed shape (head dim, heads, group, causal, divisibility of lengths by 16)."""
+    from benchmarks import tune_kernel
+
+    shapes = tune_kernel.default_shapes(16384, 2048)
+    assert {(s.head_dim, s.causal, s.heads_q // s.heads_kv) for s in shapes} == set(tune_kernel.DEFAULT_CASES)
+    for shape in shapes + tune_kernel.default_shapes(16384, 2048, [256]):
+        small = tune_kernel.small(shape)
+        assert shape.batch * shape.seqlen == 16384 and shape.heads_q * shape.head_dim == 2048
+        assert (small.head_dim, small.heads_q, small.heads_kv, small.causal) == (
+            shape.head_dim, shape.heads_q, shape.heads_kv, shape.causal)
+        assert small.seqlen % 16 == 0 and shape.seqlen % 16 == 0
+    assert len(tune_kernel.candidates("fwd_nofix")) == 36 and len(tune_kernel.candidates("dkdv")) == 32
