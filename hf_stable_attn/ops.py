@@ -1,9 +1,11 @@
-"""The attention as ``torch.library`` custom ops, their autograd, and backend dispatch.
+"""The attention as ``torch.library`` custom ops, the ``autograd.Function`` joining them, and
+backend dispatch.
 
 ``hf_stable_attn::fwd`` and ``hf_stable_attn::bwd`` are opaque to ``torch.compile`` (fake
-implementations give their shapes), so a compiled model traces them with no graph break.
-Both run either the Triton kernel (``hf_stable_attn.kernels``) or the PyTorch reference path;
-the caller picks which with ``backend``.
+implementations give their shapes), so a compiled model traces them with no graph break; in
+eager mode their implementations are called directly (``_dispatch_free``). Both run either the
+Triton kernel (``hf_stable_attn.kernels``) or the PyTorch reference path; the caller picks which
+with ``backend``.
 """
 
 from __future__ import annotations
