@@ -135,25 +135,48 @@ def keep_mask(seed, dropout_p, b, h, num_heads_q, max_seqlen_q, max_seqlen_k, of
     return tl.rand(seed, offs) >= dropout_p
 
 
-class AutotunedLaunch:
-    """Launches ``kernel`` with the config ``triton.autotune`` picked for ``key``.
+# Tiles under the interpreter (small: it runs every program in Python).
+INTERPRET_CONFIG = (16, 16, 4, 1)
 
-    The first call per key goes through the autotuner (``tuned``); later calls launch the
-    chosen config directly: the autotuner's per-call argument bookkeeping costs tens of
-    microseconds of host time per launch, which a small model's training step notices.
-    ``key`` must determine the autotuner's own key (ours add the dtype and every flag).
+
+class TiledLaunch:
+    """Launches ``kernel`` with a tile config ``(BLOCK_M, BLOCK_N, num_warps, num_stages)`` from
+    ``table`` (padded head dim -> configs, best first): ``INTERPRET_CONFIG`` under the
+    interpreter, the table's first entry with autotuning off, else the config ``tuned`` (the
+    kernel under ``autotuned``) picks for ``key``.
+
+    Only the first call per key goes through the autotuner; later calls launch the chosen config
+    directly: the autotuner's per-call argument bookkeeping costs tens of microseconds of host
+    time per launch, which a small model's training step notices. ``key`` must determine the
+    autotuner's own key (ours add the dtype and every flag).
     """
 
-    def __init__(self, kernel, tuned):
-        self.kernel, self.tuned, self.chosen = kernel, tuned, {}
+    def __init__(self, kernel, table, tuned):
+        self.kernel, self.table, self.tuned, self.chosen = kernel, table, tuned, {}
 
-    def __call__(self, grid, key, args, flags) -> None:
-        config = self.chosen.get(key)
-        if config is None:
-            self.tuned[grid](*args, **flags)
-            self.chosen[key] = self.tuned.best_config
+    def __call__(self, grid, block_d, key, args, flags) -> None:
+        if AUTOTUNE:
+            config = self.chosen.get(key)
+            if config is None:
+                self.tuned[grid](*args, **flags)
+                self.chosen[key] = self.tuned.best_config
+                return
+            meta = config.all_kwargs()
         else:
-            self.kernel[grid](*args, **flags, **config.all_kwargs())
+            bm, bn, w, s = INTERPRET_CONFIG if INTERPRET else self.table[block_d][0]
+            meta = dict(BLOCK_M=bm, BLOCK_N=bn, num_warps=w, num_stages=s)
+        self.kernel[grid](*args, **flags, **meta)
+
+
+def autotuned(kernel, table, key):
+    """``kernel`` under ``triton.autotune`` over every config of ``table``; a launch tries only
+    the entries of its padded head dim (``BLOCK_D``)."""
+    return triton.autotune(
+        configs=[triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s)
+                 for m, n, w, s in sorted({c for cs in table.values() for c in cs})],
+        key=key,
+        prune_configs_by={"early_config_prune": prune_by_head_dim(lambda d: set(table[d]))},
+    )(kernel)
 
 
 def block_d(head_dim: int) -> int:

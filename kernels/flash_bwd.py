@@ -14,9 +14,8 @@ import triton
 import triton.language as tl
 
 from ._common import (
-    AUTOTUNE, INTERPRET, LOG2E, AutotunedLaunch, block_d, check_grid, dot, keep_mask,
-    last_dim_contiguous, load_tile, lse_layout, prune_by_head_dim, scores, seq_bucket,
-    seq_layout, visible,
+    INTERPRET, LOG2E, TiledLaunch, autotuned, block_d, check_grid, dot, keep_mask,
+    last_dim_contiguous, load_tile, lse_layout, scores, seq_bucket, seq_layout, visible,
 )
 
 LOG2E_C = tl.constexpr(LOG2E)
@@ -308,30 +307,10 @@ _DQ_CONFIGS = {
     128: [(128, 64, 8, 3), (128, 32, 4, 3), (128, 128, 8, 2), (64, 64, 4, 2)],
     256: [(64, 32, 4, 2), (32, 64, 4, 2), (64, 64, 8, 2), (64, 32, 8, 2)],
 }
-_INTERPRET_CONFIG = (16, 16, 4, 1)
 _KEY = ["SEQ_BUCKET", "head_dim", "group", "HAS_WR", "HAS_WL", "IS_VARLEN", "HAS_DROPOUT"]
-
-
-def _tuned(kernel, table):
-    return triton.autotune(
-        configs=[triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s)
-                 for m, n, w, s in sorted({c for cs in table.values() for c in cs})],
-        key=_KEY,
-        prune_configs_by={"early_config_prune": prune_by_head_dim(lambda d: set(table[d]))},
-    )(kernel)
-
-
-_dkdv_launch = AutotunedLaunch(_dkdv_kernel, _tuned(_dkdv_kernel, _DKDV_CONFIGS))
-_dq_launch = AutotunedLaunch(_dq_kernel, _tuned(_dq_kernel, _DQ_CONFIGS))
-
-
-def _launch(kernel, autotuned, table, bd, key, grid, args, flags):
-    if AUTOTUNE:
-        autotuned(grid, key, args, flags)
-    else:
-        bm, bn, w, s = _INTERPRET_CONFIG if INTERPRET else table[bd][0]
-        meta = {"BLOCK_M": bm, "BLOCK_N": bn}
-        kernel[grid(meta)](*args, **flags, **meta, num_warps=w, num_stages=s)
+_dkdv_launch = TiledLaunch(
+    _dkdv_kernel, _DKDV_CONFIGS, autotuned(_dkdv_kernel, _DKDV_CONFIGS, _KEY))
+_dq_launch = TiledLaunch(_dq_kernel, _DQ_CONFIGS, autotuned(_dq_kernel, _DQ_CONFIGS, _KEY))
 
 
 def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
@@ -369,33 +348,30 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
     common = (
         sq, sk, int(max_seqlen_q), int(max_seqlen_k),
     )
+    bucket = seq_bucket(max(int(max_seqlen_q), int(max_seqlen_k)))
     tail = (
         float(softmax_scale), float(qk_scale), float(softcap or 0.0), int(window_left),
-        int(window_right), float(dropout_p), 1.0 / (1.0 - dropout_p), int(seed),
-        seq_bucket(max(int(max_seqlen_q), int(max_seqlen_k))),
+        int(window_right), float(dropout_p), 1.0 / (1.0 - dropout_p), int(seed), bucket,
     )
     flags = dict(
         IS_VARLEN=varlen, HAS_WL=window_left >= 0, HAS_WR=window_right >= 0,
         HAS_SOFTCAP=has_softcap, HAS_DROPOUT=dropout_p > 0.0, DOT_FP32=INTERPRET,
         EVEN_D=bd == head_dim, BLOCK_D=bd,
     )
-    ins = (*seq_layout(q, varlen), *seq_layout(k, varlen), *seq_layout(v, varlen),
-           *seq_layout(dout, varlen))
-
-    key = (tail[-1], head_dim, hq // hk, q.dtype, *flags.values())
+    qkv = (*seq_layout(q, varlen), *seq_layout(k, varlen), *seq_layout(v, varlen))
+    do_layout = seq_layout(dout, varlen)
+    key = (bucket, head_dim, hq // hk, q.dtype, *flags.values())
 
     # dQ first: its kernel also computes delta = rowsum(dO * O), which the dK/dV kernel reads.
-    dq_args = (q, k, v, out, dout, lse, delta, dq, cu_q, cu_k, *ins[:9], *seq_layout(out, varlen),
-               *ins[9:], *seq_layout(dq, varlen), *lse_strides, *common, hq, hq // hk, head_dim,
-               *tail)
-    _launch(_dq_kernel, _dq_launch, _DQ_CONFIGS, bd, key,
-            lambda meta: (triton.cdiv(int(max_seqlen_q), meta["BLOCK_M"]), batch * hq),
-            dq_args, flags)
+    dq_args = (q, k, v, out, dout, lse, delta, dq, cu_q, cu_k, *qkv, *seq_layout(out, varlen),
+               *do_layout, *seq_layout(dq, varlen), *lse_strides, *common, hq, hq // hk,
+               head_dim, *tail)
+    _dq_launch(lambda meta: (triton.cdiv(int(max_seqlen_q), meta["BLOCK_M"]), batch * hq),
+               bd, key, dq_args, flags)
 
-    dkdv_args = (q, k, v, dout, lse, delta, dk, dv, cu_q, cu_k, *ins,
+    dkdv_args = (q, k, v, dout, lse, delta, dk, dv, cu_q, cu_k, *qkv, *do_layout,
                  *seq_layout(dk, varlen), *seq_layout(dv, varlen), *lse_strides,
                  *common, hq, hk, hq // hk, head_dim, *tail)
-    _launch(_dkdv_kernel, _dkdv_launch, _DKDV_CONFIGS, bd, key,
-            lambda meta: (triton.cdiv(int(max_seqlen_k), meta["BLOCK_N"]), batch * hk),
-            dkdv_args, flags)
+    _dkdv_launch(lambda meta: (triton.cdiv(int(max_seqlen_k), meta["BLOCK_N"]), batch * hk),
+                 bd, key, dkdv_args, flags)
     return dq, dk, dv

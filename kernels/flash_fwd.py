@@ -2,9 +2,10 @@
 
 One kernel for the dense ``(B, S, H, D)`` and packed ``(T, H, D)`` + ``cu_seqlens`` layouts,
 compile-time switches for windows, softcap, dropout and the fix. Per query tile the kernel keeps
-the running top-2 ``(m1, m2)``, the row sum ``l`` and the fp32 accumulator; after every key tile it
-re-derives the row's shift from ``(m1, m2)`` (a tie found against the running maximum moves it)
-and rescales ``acc``/``l`` by ``exp2(shift_old - shift_new)``.
+the running maximum ``m1``, whether the row is tied (``m1 - m2 <= w`` for the runner-up ``m2``,
+tracked as a count; see ``_fwd_tiles``), the row sum ``l`` and the fp32 accumulator; after every
+key tile it re-derives the row's shift (a tie found against the running maximum moves it) and
+rescales ``acc``/``l`` by ``exp2(shift_old - shift_new)``.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ import triton
 import triton.language as tl
 
 from ._common import (
-    AUTOTUNE, INTERPRET, LN2, LOG2E, AutotunedLaunch, block_d, check_grid, dot, keep_mask,
-    last_dim_contiguous, load_tile, lse_layout, prune_by_head_dim, row_shift, scores_unscaled,
-    seq_bucket, seq_layout, visible,
+    INTERPRET, LN2, LOG2E, TiledLaunch, autotuned, block_d, check_grid, dot, keep_mask,
+    last_dim_contiguous, load_tile, lse_layout, row_shift, scores_unscaled, seq_bucket,
+    seq_layout, visible,
 )
 
 LN2_C = tl.constexpr(LN2)
@@ -179,8 +180,8 @@ def _fwd_kernel(
         tl.store(SHIFT + l_off, tl.where(has_keys, shift * LN2_C, float("inf")), mask=row_ok)
 
 
-# (BLOCK_M, BLOCK_N, num_warps, num_stages) tried per padded head dim.
-# The first entry is the one launched without autotuning. Chosen from benchmarks/tune_kernel.py
+# (BLOCK_M, BLOCK_N, num_warps, num_stages) tried per padded head dim; the first entry is the
+# one launched without autotuning. Chosen from benchmarks/tune_kernel.py
 # sweeps on an H200 (docs/kernel_notes.md, v5); head dims 16 and 32 were not swept.
 _FWD_CONFIGS = {
     16: [(128, 64, 8, 3), (64, 128, 4, 3), (64, 64, 4, 3), (128, 64, 4, 3)],
@@ -189,14 +190,10 @@ _FWD_CONFIGS = {
     128: [(128, 128, 8, 3), (128, 128, 8, 2), (128, 64, 8, 3), (64, 64, 4, 2)],
     256: [(128, 64, 8, 2), (128, 32, 8, 3), (64, 64, 4, 3), (64, 32, 4, 2)],
 }
-_INTERPRET_CONFIG = (16, 16, 4, 1)
-
-_fwd_launch = AutotunedLaunch(_fwd_kernel, triton.autotune(
-    configs=[triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s)
-             for m, n, w, s in sorted({c for cs in _FWD_CONFIGS.values() for c in cs})],
+_fwd_launch = TiledLaunch(_fwd_kernel, _FWD_CONFIGS, autotuned(
+    _fwd_kernel, _FWD_CONFIGS,
     key=["SEQ_BUCKET", "head_dim", "HAS_WR", "HAS_WL", "IS_VARLEN", "HAS_DROPOUT", "STABILIZE"],
-    prune_configs_by={"early_config_prune": prune_by_head_dim(lambda d: set(_FWD_CONFIGS[d]))},
-)(_fwd_kernel))
+))
 
 
 def flash_attn_fwd(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
@@ -269,11 +266,7 @@ def flash_attn_fwd(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
     def grid(meta):
         return (triton.cdiv(int(max_seqlen_q), meta["BLOCK_M"]), batch * hq)
 
-    if AUTOTUNE:
-        _fwd_launch(grid, (bucket, head_dim, q.dtype, *flags.values()), args, flags)
-    else:
-        bm, bn, w, s = _INTERPRET_CONFIG if INTERPRET else _FWD_CONFIGS[bd][0]
-        _fwd_kernel[grid](*args, **flags, BLOCK_M=bm, BLOCK_N=bn, num_warps=w, num_stages=s)
+    _fwd_launch(grid, bd, (bucket, head_dim, q.dtype, *flags.values()), args, flags)
     if return_shift:
         return out, lse, shift_out
     return out, lse
