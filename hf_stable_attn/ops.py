@@ -26,11 +26,16 @@ KERNEL_DTYPES = (torch.bfloat16, torch.float16)
 REFERENCE_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 
-def _kernels():
-    """The Triton launchers (imported lazily: triton is only needed on that path)."""
-    from . import kernels
+_KERNELS = []
 
-    return kernels
+
+def _kernels():
+    """The Triton launchers (imported on first use: triton is only needed on that path)."""
+    if not _KERNELS:
+        from . import kernels
+
+        _KERNELS.append(kernels)
+    return _KERNELS[0]
 
 
 def _masking(cu_q, cu_k, max_q, max_k, scale, causal, left, right, softcap, dropout_p, seed) -> dict:
@@ -149,6 +154,13 @@ def _dispatch_free(*tensors: Optional[Tensor]) -> bool:
     )
 
 
+def _run_forward(q, k, v, cu_q, cu_k, seed, static) -> tuple[Tensor, Tensor]:
+    """The forward op (or, when ``_dispatch_free``, its implementation) on ``attention``'s
+    packed ``static`` arguments."""
+    forward = _forward_impl if _dispatch_free(q, k, v, cu_q, cu_k) else _fwd
+    return forward(q, k, v, cu_q, cu_k, *static[:8], seed, *static[8:])
+
+
 class _Attention(torch.autograd.Function):
     """Autograd of the two ops: ``forward`` runs ``hf_stable_attn::fwd`` and saves what
     ``hf_stable_attn::bwd`` needs. An ``autograd.Function`` rather than ``register_autograd``,
@@ -160,11 +172,7 @@ class _Attention(torch.autograd.Function):
     def forward(ctx, q, k, v, cu_q, cu_k, seed, static):
         (max_q, max_k, scale, causal, left, right, softcap, dropout_p, stabilize, beta,
          tie_window, min_gap, max_gap, deterministic, backend) = static
-        forward = _forward_impl if _dispatch_free(q, k, v, cu_q, cu_k) else _fwd
-        out, lse = forward(
-            q, k, v, cu_q, cu_k, max_q, max_k, scale, causal, left, right, softcap, dropout_p,
-            seed, stabilize, beta, tie_window, min_gap, max_gap, deterministic, backend,
-        )
+        out, lse = _run_forward(q, k, v, cu_q, cu_k, seed, static)
         ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k, seed)
         ctx.static = (max_q, max_k, scale, causal, left, right, softcap, dropout_p,
                       deterministic, backend)
@@ -234,7 +242,7 @@ def validate_inputs(q: Tensor, k: Tensor, v: Tensor, backend: str, packed: bool)
         raise ValueError(
             f"query heads ({q.shape[-2]}) must be a multiple of key/value heads ({k.shape[-2]}, {v.shape[-2]})"
         )
-    if not packed and (q.shape[0] != k.shape[0] or k.shape[:2] != v.shape[:2]):
+    if not packed and (q.shape[0] != k.shape[0] or tuple(k.shape[:2]) != tuple(v.shape[:2])):
         raise ValueError(
             f"batch/seqlen mismatch: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
         )
@@ -268,4 +276,6 @@ def attention(
         int(window_left), int(window_right), float(softcap), float(dropout_p), shift.stabilize,
         shift.beta, shift.tie_window, shift.min_gap, shift.max_gap, bool(deterministic), backend,
     )
-    return _Attention.apply(q, k, v, cu_seqlens_q, cu_seqlens_k, seed, static)
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        return _Attention.apply(q, k, v, cu_seqlens_q, cu_seqlens_k, seed, static)
+    return _run_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, seed, static)  # e.g. generation

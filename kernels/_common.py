@@ -139,20 +139,40 @@ def keep_mask(seed, dropout_p, b, h, num_heads_q, max_seqlen_q, max_seqlen_k, of
 INTERPRET_CONFIG = (16, 16, 4, 1)
 
 
+def specialization(args) -> tuple:
+    """What Triton specializes a compiled kernel on, per launch argument: a tensor's dtype and
+    16-byte alignment; an int's 32-bit range, whether it is 1 and whether 16 divides it; a
+    float's type only. Launches with equal tuples (same kernel, flags and config) run the same
+    compiled kernel."""
+    return tuple(
+        (a.dtype, a.data_ptr() % 16 == 0) if isinstance(a, torch.Tensor)
+        else (a == 1, a % 16 == 0, -0x80000000 <= a <= 0x7FFFFFFF) if type(a) is int
+        else type(a)
+        for a in args
+    )
+
+
 class TiledLaunch:
     """Launches ``kernel`` with a tile config ``(BLOCK_M, BLOCK_N, num_warps, num_stages)`` from
     ``table`` (padded head dim -> configs, best first): ``INTERPRET_CONFIG`` under the
     interpreter, the table's first entry with autotuning off, else the config ``tuned`` (the
     kernel under ``autotuned``) picks for ``key``.
 
-    Only the first call per key goes through the autotuner; later calls launch the chosen config
-    directly: the autotuner's per-call argument bookkeeping costs tens of microseconds of host
-    time per launch, which a small model's training step notices. ``key`` must determine the
-    autotuner's own key (ours add the dtype and every flag).
+    Host time per launch is what a small model's step or a decode step notices, so only the
+    first call per key goes through the autotuner, and only the first call per key and argument
+    ``specialization`` goes through Triton's launcher (which re-derives the specialization of
+    every argument); later calls launch the compiled kernel it returned directly. ``key`` must
+    determine the autotuner's own key (ours add the dtype and every flag). The kernel's
+    compile-time parameters must follow its runtime ones (``args``), as in all our kernels.
     """
 
     def __init__(self, kernel, table, tuned):
-        self.kernel, self.table, self.tuned, self.chosen = kernel, table, tuned, {}
+        self.kernel, self.table, self.tuned, self.chosen, self.compiled = kernel, table, tuned, {}, {}
+        params = getattr(kernel, "params", [])
+        first = next((i for i, p in enumerate(params) if p.is_constexpr), len(params))
+        if not all(p.is_constexpr for p in params[first:]):
+            raise TypeError(f"{kernel}: compile-time parameters must come last")
+        self.constexprs = [p.name for p in params[first:]]
 
     def __call__(self, grid, block_d, key, args, flags) -> None:
         if AUTOTUNE:
@@ -165,7 +185,16 @@ class TiledLaunch:
         else:
             bm, bn, w, s = INTERPRET_CONFIG if INTERPRET else self.table[block_d][0]
             meta = dict(BLOCK_M=bm, BLOCK_N=bn, num_warps=w, num_stages=s)
-        self.kernel[grid](*args, **flags, **meta)
+        if INTERPRET:
+            self.kernel[grid](*args, **flags, **meta)
+            return
+        exact = (key, args[0].device, specialization(args))
+        compiled = self.compiled.get(exact)
+        if compiled is None:
+            self.compiled[exact] = self.kernel[grid](*args, **flags, **meta)
+        else:
+            named = {**flags, **meta}
+            compiled[(*grid(named), 1, 1)[:3]](*args, *[named[name] for name in self.constexprs])
 
 
 def autotuned(kernel, table, key):

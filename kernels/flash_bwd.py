@@ -292,7 +292,7 @@ def _dq_kernel(
 
 # (BLOCK_M, BLOCK_N, num_warps, num_stages) per padded head dim; the first entry is the one
 # launched without autotuning. Chosen from benchmarks/tune_kernel.py sweeps on an H200
-# (docs/kernel_notes.md, v5); head dims 16 and 32 were not swept, nor dQ at 256.
+# (docs/kernel_notes.md, v5 and v6); head dims 16 and 32 were not swept.
 _DKDV_CONFIGS = {
     16: [(64, 64, 4, 3), (32, 64, 4, 2), (64, 128, 8, 3), (32, 128, 4, 3)],
     32: [(64, 64, 4, 3), (32, 64, 4, 2), (64, 128, 8, 3), (32, 128, 4, 3)],
@@ -305,7 +305,7 @@ _DQ_CONFIGS = {
     32: [(128, 64, 8, 3), (128, 64, 4, 3), (64, 64, 4, 3), (128, 32, 4, 3)],
     64: [(128, 64, 8, 3), (128, 64, 4, 3), (64, 64, 4, 3), (128, 32, 4, 3)],
     128: [(128, 64, 8, 3), (128, 32, 4, 3), (128, 128, 8, 2), (64, 64, 4, 2)],
-    256: [(64, 32, 4, 2), (32, 64, 4, 2), (64, 64, 8, 2), (64, 32, 8, 2)],
+    256: [(128, 32, 8, 3), (64, 32, 4, 3), (64, 64, 4, 2), (128, 32, 8, 2)],
 }
 _KEY = ["SEQ_BUCKET", "head_dim", "group", "HAS_WR", "HAS_WL", "IS_VARLEN", "HAS_DROPOUT"]
 _dkdv_launch = TiledLaunch(
