@@ -8,29 +8,17 @@ Run: ``PYTHONPATH=$PWD python gpu/host_breakdown.py > host_breakdown.txt``.
 
 from __future__ import annotations
 
-import cProfile
-import io
-import pstats
-import time
 
 import torch
 import torch.nn.functional as F
 
 import hf_stable_attn
 from hf_stable_attn import kernels
+from host_timing import host_profile, host_us  # gpu/ is the script directory
 
 N = 300
 
 
-def host_us(fn) -> float:
-    for _ in range(20):
-        fn()
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(N):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - start) / N * 1e6
 
 
 def main() -> None:
@@ -75,16 +63,9 @@ def main() -> None:
             print(f"  {name:40s} {host_us(fn):8.1f}")
     del out_d, lse_d
 
-    prof = cProfile.Profile()  # device threads still off: the backward runs in this thread
-    prof.enable()
-    for _ in range(N):
-        ours_train()
-    torch.cuda.synchronize()
-    prof.disable()
-    text = io.StringIO()
-    pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(30)
-    print(f"\n== cProfile of {N} forward + backward calls (threads off)\n{text.getvalue()}")
-
+    # device threads still off: the backward runs in this thread, where cProfile sees it
+    text = host_profile(ours_train, N, 30)
+    print(f"\n== cProfile of {N} forward + backward calls (threads off)\n{text}")
 
 if __name__ == "__main__":
     main()

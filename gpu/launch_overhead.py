@@ -7,29 +7,17 @@ Run: ``PYTHONPATH=$PWD python gpu/launch_overhead.py > launch_overhead.txt``.
 
 from __future__ import annotations
 
-import cProfile
-import io
-import pstats
-import time
 
 import torch
 import torch.nn.functional as F
 
 import hf_stable_attn
 from hf_stable_attn import kernels
+from host_timing import host_profile, host_us  # gpu/ is the script directory
 
 N = 300
 
 
-def host_us(fn) -> float:
-    for _ in range(20):
-        fn()
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(N):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - start) / N * 1e6
 
 
 def main() -> None:
@@ -73,16 +61,8 @@ def main() -> None:
         for name in ("flash_attn_func fwd+bwd", "sdpa fwd+bwd"):
             print(f"  {name:40s} {host_us(rows[name]):8.1f}")
 
-    prof = cProfile.Profile()
-    prof.enable()
-    for _ in range(N):
-        kernels.flash_attn_fwd(q, k, v, **kw, **fix)
-    torch.cuda.synchronize()
-    prof.disable()
-    text = io.StringIO()
-    pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(25)
-    print(f"\n== cProfile of {N} forward launcher calls (train-like shape)\n{text.getvalue()}")
-
+    text = host_profile(lambda: kernels.flash_attn_fwd(q, k, v, **kw, **fix), N)
+    print(f"\n== cProfile of {N} forward launcher calls (train-like shape)\n{text}")
 
 if __name__ == "__main__":
     main()

@@ -5,13 +5,10 @@ Run: ``PYTHONPATH=$PWD python gpu/thread_cost.py``."""
 
 from __future__ import annotations
 
-import time
-
 import torch
 import triton
 import triton.language as tl
-
-N = 300
+from host_timing import host_us  # gpu/ is the script directory
 
 
 @triton.jit
@@ -46,15 +43,6 @@ class WithTriton(torch.autograd.Function):
         return _triton_double(g)
 
 
-def host_us(fn) -> float:
-    for _ in range(30):
-        fn()
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(N):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - start) / N * 1e6
 
 
 def main() -> None:
@@ -69,7 +57,7 @@ def main() -> None:
         torch.autograd.set_multithreading_enabled(threads)
         print(f"== device threads {'on' if threads else 'off'}")
         for name, fn in cases.items():
-            print(f"  {name:30s} {host_us(fn):7.1f} us")
+            print(f"  {name:30s} {host_us(fn, warmup=30):7.1f} us")
 
 
 if __name__ == "__main__":
