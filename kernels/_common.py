@@ -167,7 +167,8 @@ class TiledLaunch:
     """
 
     def __init__(self, kernel, table, tuned):
-        self.kernel, self.table, self.tuned, self.chosen, self.compiled = kernel, table, tuned, {}, {}
+        self.kernel, self.table, self.tuned = kernel, table, tuned
+        self.chosen, self.compiled = {}, {}
         params = getattr(kernel, "params", [])
         first = next((i for i, p in enumerate(params) if p.is_constexpr), len(params))
         if not all(p.is_constexpr for p in params[first:]):
