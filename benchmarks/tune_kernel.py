@@ -43,9 +43,14 @@ GRIDS = {
 }
 
 
-def candidates(part: str) -> list[tuple[int, int, int, int]]:
+def candidates(part: str, tma: str = "with") -> list[tuple]:
+    """Tile configs of ``part``'s grid: pointer loads (``tma`` "with" or "off") and TMA loads
+    (``tma`` "with" or "only"; 3 stages or more: ptxas crashed on 2-stage TMA kernels)."""
     grid = GRIDS["fwd" if part.startswith("fwd") else part]
-    return list(itertools.product(grid["m"], grid["n"], grid["w"], grid["s"]))
+    tiles = list(itertools.product(grid["m"], grid["n"], grid["w"]))
+    plain = [(m, n, w, s) for m, n, w in tiles for s in grid["s"]] if tma != "only" else []
+    with_tma = [(m, n, w, s, True) for m, n, w in tiles for s in grid["s"] if s >= 3]
+    return plain + (with_tma if tma != "off" else [])
 
 
 DEFAULT_CASES = [(128, False, 1), (128, True, 1), (64, False, 1), (64, True, 1), (128, True, 8)]
@@ -133,6 +138,8 @@ def main(argv=None) -> None:
     ap.add_argument("--kernels", default="hf_stable_attn.kernels")
     ap.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS)
     ap.add_argument("--head-dims", nargs="+", type=int, help="default: D 128 and 64 cases")
+    ap.add_argument("--tma", choices=("with", "off", "only"), default="with",
+                    help="pointer-load configs, TMA-load configs, or both")
     ap.add_argument("--total-tokens", type=int, default=16384)
     ap.add_argument("--hidden", type=int, default=2048)
     ap.add_argument("--jobs", type=int, default=min(16, os.cpu_count() or 1))
@@ -141,7 +148,7 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     start = time.perf_counter()
     shapes = default_shapes(args.total_tokens, args.hidden, args.head_dims)
-    work = [(p, c, s) for s in shapes for p in args.parts for c in candidates(p)]
+    work = [(p, c, s) for s in shapes for p in args.parts for c in candidates(p, args.tma)]
 
     compile_jobs = sorted({(p, c, small(s)) for p, c, s in work}, key=str)
     chunks = [compile_jobs[i::args.jobs] for i in range(args.jobs)]
@@ -166,7 +173,8 @@ def main(argv=None) -> None:
             report["cut_by_budget"] = True
             break
         rec = dict(part=part, **asdict(shape), block_m=cfg[0], block_n=cfg[1], num_warps=cfg[2],
-                   num_stages=cfg[3], ms=None, tflops=None, error=failed.get((part, cfg, small(shape))))
+                   num_stages=cfg[3], tma=len(cfg) > 4, ms=None, tflops=None,
+                   error=failed.get((part, cfg, small(shape))))
         if rec["error"] is None:
             if shape not in tensors:
                 tensors = {shape: make_inputs(shape, seed=len(records))}
@@ -192,7 +200,8 @@ def main(argv=None) -> None:
                 best = min(ok, key=lambda r: r["ms"])
                 print(f"{part:9s} D={shape.head_dim:3d} causal={shape.causal!s:5s} "
                       f"Hkv={shape.heads_kv:2d}: best {best['ms']:.3f} ms "
-                      f"({best['block_m']},{best['block_n']},{best['num_warps']},{best['num_stages']})")
+                      f"({best['block_m']},{best['block_n']},{best['num_warps']},{best['num_stages']}"
+                      f"{', TMA' if best['tma'] else ''})")
 
 
 if __name__ == "__main__":

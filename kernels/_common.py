@@ -12,6 +12,7 @@ import os
 import torch
 import triton
 import triton.language as tl
+from triton.runtime import _allocation
 
 # Triton 3.9's interpreter returns garbage for bf16 tl.dot: cast dot operands to fp32 there.
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
@@ -139,6 +140,33 @@ def keep_mask(seed, dropout_p, b, h, num_heads_q, max_seqlen_q, max_seqlen_k, of
 INTERPRET_CONFIG = (16, 16, 4, 1)
 
 
+def tile_config(entry) -> tuple[int, int, int, int, bool]:
+    """A table entry ``(BLOCK_M, BLOCK_N, num_warps, num_stages[, use_tma])`` with the TMA flag
+    spelled out (False when absent)."""
+    bm, bn, w, s, *tma = entry
+    return bm, bn, w, s, bool(tma and tma[0])
+
+
+def _descriptor_scratch(size: int, alignment: int, stream) -> torch.Tensor:
+    return torch.empty(size, dtype=torch.int8, device="cuda")
+
+
+def tma_ready(*tensors: torch.Tensor) -> bool:
+    """Whether TMA tensor descriptors can address these bf16/fp16 (B, S, H, D) or (T, H, D)
+    tensors: 16-byte aligned bases, strides and rows (multiples of 8 elements). Never under the
+    interpreter (triton 3.9's mis-loads bf16 through descriptors). The kernels build their
+    descriptors on the device, which needs Triton's scratch allocator: set here for the calling
+    thread (the autograd engine's threads included) unless one is set."""
+    if INTERPRET:
+        return False
+    if not all(t.data_ptr() % 16 == 0 and t.shape[-1] % 8 == 0
+               and all(st % 8 == 0 for st in t.stride()[:-1]) for t in tensors):
+        return False
+    if isinstance(_allocation._allocator.get(), _allocation.NullAllocator):
+        triton.set_allocator(_descriptor_scratch)
+    return True
+
+
 def specialization(args) -> tuple:
     """What Triton specializes a compiled kernel on, per launch argument: a tensor's dtype and
     16-byte alignment; an int's 32-bit range, whether it is 1 and whether 16 divides it; a
@@ -153,15 +181,16 @@ def specialization(args) -> tuple:
 
 
 class TiledLaunch:
-    """Launches ``kernel`` with a tile config ``(BLOCK_M, BLOCK_N, num_warps, num_stages)`` from
-    ``table`` (padded head dim -> configs, best first): ``INTERPRET_CONFIG`` under the
-    interpreter, the table's first entry with autotuning off, else the config ``tuned`` (the
-    kernel under ``autotuned``) picks for ``key``.
+    """Launches ``kernel`` with a tile config ``(BLOCK_M, BLOCK_N, num_warps, num_stages, use_tma)``
+    from ``table`` (padded head dim -> configs, best first): ``INTERPRET_CONFIG`` under the
+    interpreter, the table's first entry with autotuning off (its pointer-load form when the
+    flag ``TMA_OK`` is off), else the config ``tuned`` (the kernel under ``autotuned``) picks for
+    ``key``.
 
     Host time per launch is what a small model's step or a decode step notices, so only the
-    first call per key goes through the autotuner, and only the first call per key and argument
-    ``specialization`` goes through Triton's launcher (which re-derives the specialization of
-    every argument); later calls launch the compiled kernel it returned directly. ``key`` must
+    first call per key goes through the autotuner, and only the first call per key, tile config
+    and argument ``specialization`` goes through Triton's launcher (which re-derives the
+    specialization of every argument); later calls launch the compiled kernel it returned. ``key`` must
     determine the autotuner's own key (ours add the dtype and every flag). The kernel's
     compile-time parameters must follow its runtime ones (``args``), as in all our kernels.
     """
@@ -184,12 +213,13 @@ class TiledLaunch:
                 return
             meta = config.all_kwargs()
         else:
-            bm, bn, w, s = INTERPRET_CONFIG if INTERPRET else self.table[block_d][0]
-            meta = dict(BLOCK_M=bm, BLOCK_N=bn, num_warps=w, num_stages=s)
+            bm, bn, w, s, tma = tile_config(INTERPRET_CONFIG if INTERPRET else self.table[block_d][0])
+            meta = dict(BLOCK_M=bm, BLOCK_N=bn, num_warps=w, num_stages=s,
+                        USE_TMA=tma and flags.get("TMA_OK", False))
         if INTERPRET:
             self.kernel[grid](*args, **flags, **meta)
             return
-        exact = (key, args[0].device, specialization(args))
+        exact = (key, tuple(meta.items()), args[0].device, specialization(args))
         compiled = self.compiled.get(exact)
         if compiled is None:
             self.compiled[exact] = self.kernel[grid](*args, **flags, **meta)
@@ -200,12 +230,15 @@ class TiledLaunch:
 
 def autotuned(kernel, table, key):
     """``kernel`` under ``triton.autotune`` over every config of ``table``; a launch tries only
-    the entries of its padded head dim (``BLOCK_D``)."""
+    the entries of its padded head dim (``BLOCK_D``), and TMA entries only where ``TMA_OK``
+    (``key`` must hold ``TMA_OK``)."""
+    entries = sorted({tile_config(c) for cs in table.values() for c in cs})
     return triton.autotune(
-        configs=[triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s)
-                 for m, n, w, s in sorted({c for cs in table.values() for c in cs})],
+        configs=[triton.Config({"BLOCK_M": m, "BLOCK_N": n, "USE_TMA": t}, num_warps=w,
+                               num_stages=s) for m, n, w, s, t in entries],
         key=key,
-        prune_configs_by={"early_config_prune": prune_by_head_dim(lambda d: set(table[d]))},
+        prune_configs_by={"early_config_prune": prune_configs(
+            lambda d: {tile_config(c) for c in table[d]})},
     )(kernel)
 
 
@@ -219,14 +252,17 @@ def seq_bucket(n: int) -> int:
     return min(triton.next_power_of_2(max(int(n), 1)), 8192)
 
 
-def prune_by_head_dim(limits):
-    """``early_config_prune`` keeping configs whose BLOCK_M*BLOCK_N fits ``limits[BLOCK_D]``."""
+def prune_configs(limits):
+    """``early_config_prune`` keeping the configs in ``limits(BLOCK_D)`` (tile_config tuples),
+    without TMA ones unless the launch's ``TMA_OK``."""
 
     def prune(configs, named_args, **kwargs):
-        d = kwargs.get("BLOCK_D", named_args.get("BLOCK_D"))
-        cap = limits(d)
-        kept = [c for c in configs if (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages) in cap]
-        return kept or configs[:1]
+        allowed = limits(kwargs.get("BLOCK_D", named_args.get("BLOCK_D")))
+        tma_ok = kwargs.get("TMA_OK", named_args.get("TMA_OK", False))
+        kept = [c for c in configs
+                if (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages,
+                    c.kwargs["USE_TMA"]) in allowed and (tma_ok or not c.kwargs["USE_TMA"])]
+        return kept or [c for c in configs if not c.kwargs["USE_TMA"]][:1]
 
     return prune
 

@@ -15,7 +15,7 @@ import triton.language as tl
 
 from ._common import (
     INTERPRET, LOG2E, TiledLaunch, autotuned, block_d, check_grid, dot, keep_mask,
-    last_dim_contiguous, load_tile, lse_layout, scores, seq_bucket, seq_layout, visible,
+    last_dim_contiguous, load_tile, lse_layout, scores, seq_bucket, seq_layout, tma_ready, visible,
 )
 
 LOG2E_C = tl.constexpr(LOG2E)
@@ -23,25 +23,31 @@ LOG2E_C = tl.constexpr(LOG2E)
 
 @triton.jit
 def _dkdv_tiles(
-    dk, dv, k, v, q_base, do_base, LSE, DELTA, l_base, stride_qs, stride_ds,
+    dk, dv, k, v, q_src, do_src, LSE, DELTA, l_base, stride_qs, stride_ds,
     offs_n, offs_d, d_ok, b, h, q_start, lo, hi, seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k,
     num_heads_q, qk_scale, softcap, window_left, window_right, dropout_p, drop_scale, seed,
     MASKED: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
     HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
-    DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_M: tl.constexpr,
+    DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_M: tl.constexpr, USE_TMA: tl.constexpr,
 ):
     """Query tiles ``[lo, hi)`` of one head against a resident key tile, in the transposed
     orientation (scores as (BLOCK_N, BLOCK_M)) so no register tile needs a transpose.
-    Unmasked tiles lie inside the sequence and the window."""
+    Unmasked tiles lie inside the sequence and the window. Q/dO come from TMA descriptors
+    ``q_src``/``do_src`` (this sequence's rows) when USE_TMA, else from pointers at those bases
+    (rows offset by ``q_start``)."""
     offs_m0 = tl.arange(0, BLOCK_M)
     for start_m in range(lo, hi, BLOCK_M):
         offs_m = start_m + offs_m0
         row_ok = offs_m < seqlen_q
         rows = (q_start + offs_m).to(tl.int64)
-        q_t = load_tile(q_base + rows[None, :] * stride_qs + offs_d[:, None], row_ok, d_ok,
-                        MASKED, EVEN_D, True)
-        do = load_tile(do_base + rows[:, None] * stride_ds + offs_d[None, :], row_ok, d_ok,
-                       MASKED, EVEN_D)
+        if USE_TMA:
+            q_t = tl.trans(q_src.load([start_m, 0]))
+            do = do_src.load([start_m, 0])
+        else:
+            q_t = load_tile(q_src + rows[None, :] * stride_qs + offs_d[:, None], row_ok, d_ok,
+                            MASKED, EVEN_D, True)
+            do = load_tile(do_src + rows[:, None] * stride_ds + offs_d[None, :], row_ok, d_ok,
+                           MASKED, EVEN_D)
         if MASKED:
             lse2 = tl.load(LSE + l_base + offs_m, mask=row_ok, other=float("inf")) * LOG2E_C
             delta = tl.load(DELTA + l_base + offs_m, mask=row_ok, other=0.0)
@@ -88,8 +94,8 @@ def _dkdv_kernel(
     SEQ_BUCKET,
     IS_VARLEN: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
     HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
-    DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_D: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_D: tl.constexpr, TMA_OK: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr,
 ):
     start_n = tl.program_id(0) * BLOCK_N
     bh = tl.program_id(1)
@@ -143,17 +149,24 @@ def _dkdv_kernel(
               window_left, window_right, dropout_p, drop_scale, seed)
     for g in range(0, group):
         h = hk * group + g
-        q_base = Q + b64 * stride_qb + h * stride_qh
-        do_base = DO + b64 * stride_db + h * stride_dh
+        q_src = Q + b64 * stride_qb + h * stride_qh
+        do_src = DO + b64 * stride_db + h * stride_dh
+        if USE_TMA:
+            q_src = tl.make_tensor_descriptor(
+                q_src + q_start.to(tl.int64) * stride_qs, shape=[seqlen_q, head_dim],
+                strides=[stride_qs, 1], block_shape=[BLOCK_M, BLOCK_D])
+            do_src = tl.make_tensor_descriptor(
+                do_src + q_start.to(tl.int64) * stride_ds, shape=[seqlen_q, head_dim],
+                strides=[stride_ds, 1], block_shape=[BLOCK_M, BLOCK_D])
         l_base = b64 * stride_lb + h * stride_lh + q_start
-        args = (k, v, q_base, do_base, LSE, DELTA, l_base, stride_qs, stride_ds,
+        args = (k, v, q_src, do_src, LSE, DELTA, l_base, stride_qs, stride_ds,
                 offs_n, offs_d, d_ok, b, h, q_start)
         dk, dv = _dkdv_tiles(dk, dv, *args, lo, full_lo, *consts, True, HAS_WL, HAS_WR,
-                             HAS_SOFTCAP, HAS_DROPOUT, DOT_FP32, EVEN_D, BLOCK_M)
+                             HAS_SOFTCAP, HAS_DROPOUT, DOT_FP32, EVEN_D, BLOCK_M, USE_TMA)
         dk, dv = _dkdv_tiles(dk, dv, *args, full_lo, full_hi, *consts, False, HAS_WL, HAS_WR,
-                             HAS_SOFTCAP, HAS_DROPOUT, DOT_FP32, EVEN_D, BLOCK_M)
+                             HAS_SOFTCAP, HAS_DROPOUT, DOT_FP32, EVEN_D, BLOCK_M, USE_TMA)
         dk, dv = _dkdv_tiles(dk, dv, *args, full_hi, hi, *consts, True, HAS_WL, HAS_WR,
-                             HAS_SOFTCAP, HAS_DROPOUT, DOT_FP32, EVEN_D, BLOCK_M)
+                             HAS_SOFTCAP, HAS_DROPOUT, DOT_FP32, EVEN_D, BLOCK_M, USE_TMA)
 
     dk = dk * softmax_scale
     dk_ptrs = DK + b64 * stride_dkb + hk * stride_dkh + krows * stride_dks + offs_d[None, :]
@@ -164,23 +177,27 @@ def _dkdv_kernel(
 
 @triton.jit
 def _dq_tiles(
-    dq, q, do, lse2, delta, k_base, v_base, stride_ks, stride_vs,
+    dq, q, do, lse2, delta, k_src, v_src, stride_ks, stride_vs,
     offs_m, offs_d, d_ok, b, h, lo, hi, seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k,
     num_heads_q, qk_scale, softcap, window_left, window_right, dropout_p, drop_scale, seed,
     MASKED: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
     HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
-    DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_N: tl.constexpr,
+    DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr,
 ):
     """Key tiles ``[lo, hi)`` for a resident query tile; unmasked tiles lie inside the
-    sequence and the window."""
+    sequence and the window. K/V from descriptors or pointers as in the forward."""
     offs_n = tl.arange(0, BLOCK_N)
     for start_n in range(lo, hi, BLOCK_N):
         cols = start_n + offs_n
         col_ok = cols < seqlen_k
-        k = load_tile(k_base + cols.to(tl.int64)[:, None] * stride_ks + offs_d[None, :],
-                      col_ok, d_ok, MASKED, EVEN_D)
-        v = load_tile(v_base + cols.to(tl.int64)[:, None] * stride_vs + offs_d[None, :],
-                      col_ok, d_ok, MASKED, EVEN_D)
+        if USE_TMA:
+            k = k_src.load([start_n, 0])
+            v = v_src.load([start_n, 0])
+        else:
+            k = load_tile(k_src + cols.to(tl.int64)[:, None] * stride_ks + offs_d[None, :],
+                          col_ok, d_ok, MASKED, EVEN_D)
+            v = load_tile(v_src + cols.to(tl.int64)[:, None] * stride_vs + offs_d[None, :],
+                          col_ok, d_ok, MASKED, EVEN_D)
         s = scores(dot(q, tl.trans(k), DOT_FP32), qk_scale, softcap, HAS_SOFTCAP)
         p = tl.exp2(s - lse2[:, None])
         if MASKED:
@@ -217,8 +234,8 @@ def _dq_kernel(
     SEQ_BUCKET,
     IS_VARLEN: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
     HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
-    DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_D: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_D: tl.constexpr, TMA_OK: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr,
 ):
     start_m = tl.program_id(0) * BLOCK_M
     bh = tl.program_id(1)
@@ -255,8 +272,13 @@ def _dq_kernel(
     tl.store(DELTA + l_off, delta, mask=offs_m < seqlen_q)
     lse = tl.load(LSE + l_off, mask=offs_m < seqlen_q, other=float("inf"))
     lse2 = lse * LOG2E_C
-    k_base = K + b64 * stride_kb + hk * stride_kh + k_start.to(tl.int64) * stride_ks
-    v_base = V + b64 * stride_vb + hk * stride_vh + k_start.to(tl.int64) * stride_vs
+    k_src = K + b64 * stride_kb + hk * stride_kh + k_start.to(tl.int64) * stride_ks
+    v_src = V + b64 * stride_vb + hk * stride_vh + k_start.to(tl.int64) * stride_vs
+    if USE_TMA:
+        k_src = tl.make_tensor_descriptor(k_src, shape=[seqlen_k, head_dim],
+                                          strides=[stride_ks, 1], block_shape=[BLOCK_N, BLOCK_D])
+        v_src = tl.make_tensor_descriptor(v_src, shape=[seqlen_k, head_dim],
+                                          strides=[stride_vs, 1], block_shape=[BLOCK_N, BLOCK_D])
 
     # Key tiles as in the forward.
     diag = seqlen_k - seqlen_q
@@ -275,39 +297,44 @@ def _dq_kernel(
     full_hi = tl.maximum(tl.minimum(full_hi, hi), full_lo)
 
     dq = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
-    args = (q, do, lse2, delta, k_base, v_base, stride_ks, stride_vs, offs_m, offs_d, d_ok, b, h)
+    args = (q, do, lse2, delta, k_src, v_src, stride_ks, stride_vs, offs_m, offs_d, d_ok, b, h)
     consts = (seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k, num_heads_q, qk_scale, softcap,
               window_left, window_right, dropout_p, drop_scale, seed)
     dq = _dq_tiles(dq, *args, lo, full_lo, *consts, True, HAS_WL, HAS_WR, HAS_SOFTCAP,
-                   HAS_DROPOUT, DOT_FP32, EVEN_D, BLOCK_N)
+                   HAS_DROPOUT, DOT_FP32, EVEN_D, BLOCK_N, USE_TMA)
     dq = _dq_tiles(dq, *args, full_lo, full_hi, *consts, False, HAS_WL, HAS_WR, HAS_SOFTCAP,
-                   HAS_DROPOUT, DOT_FP32, EVEN_D, BLOCK_N)
+                   HAS_DROPOUT, DOT_FP32, EVEN_D, BLOCK_N, USE_TMA)
     dq = _dq_tiles(dq, *args, full_hi, hi, *consts, True, HAS_WL, HAS_WR, HAS_SOFTCAP,
-                   HAS_DROPOUT, DOT_FP32, EVEN_D, BLOCK_N)
+                   HAS_DROPOUT, DOT_FP32, EVEN_D, BLOCK_N, USE_TMA)
 
     dq = dq * softmax_scale
     tl.store(DQ + b64 * stride_dqb + h * stride_dqh + qrows * stride_dqs + offs_d[None, :],
              dq.to(DQ.dtype.element_ty), mask=q_mask)
 
 
-# (BLOCK_M, BLOCK_N, num_warps, num_stages) per padded head dim; the first entry is the one
-# launched without autotuning. Chosen from benchmarks/tune_kernel.py sweeps on an H200
+# (BLOCK_M, BLOCK_N, num_warps, num_stages[, use TMA]) per padded head dim; the first entry is
+# the one launched without autotuning. Chosen from benchmarks/tune_kernel.py sweeps on an H200
 # (docs/kernel_notes.md, v5 and v6); head dims 16 and 32 were not swept.
 _DKDV_CONFIGS = {
     16: [(64, 64, 4, 3), (32, 64, 4, 2), (64, 128, 8, 3), (32, 128, 4, 3)],
     32: [(64, 64, 4, 3), (32, 64, 4, 2), (64, 128, 8, 3), (32, 128, 4, 3)],
-    64: [(64, 64, 4, 3), (32, 64, 4, 2), (64, 128, 8, 3), (32, 128, 4, 3)],
-    128: [(64, 128, 8, 3), (32, 64, 4, 3), (64, 64, 4, 2), (32, 128, 8, 3)],
+    64: [(64, 64, 4, 3, True), (64, 64, 4, 3), (32, 64, 4, 2), (64, 128, 8, 3),
+         (32, 64, 4, 3, True)],
+    128: [(32, 64, 4, 3, True), (64, 128, 8, 3), (32, 64, 4, 3), (64, 64, 4, 2),
+          (64, 128, 8, 3, True)],
     256: [(64, 64, 8, 2), (32, 64, 8, 3), (32, 64, 8, 2), (64, 64, 4, 2)],
 }
 _DQ_CONFIGS = {
     16: [(128, 64, 8, 3), (128, 64, 4, 3), (64, 64, 4, 3), (128, 32, 4, 3)],
     32: [(128, 64, 8, 3), (128, 64, 4, 3), (64, 64, 4, 3), (128, 32, 4, 3)],
-    64: [(128, 64, 8, 3), (128, 64, 4, 3), (64, 64, 4, 3), (128, 32, 4, 3)],
-    128: [(128, 64, 8, 3), (128, 32, 4, 3), (128, 128, 8, 2), (64, 64, 4, 2)],
+    64: [(128, 64, 4, 3, True), (128, 64, 8, 3), (128, 64, 4, 3), (64, 64, 4, 3),
+         (64, 64, 4, 3, True)],
+    128: [(128, 64, 8, 3, True), (128, 64, 8, 3), (128, 32, 4, 3), (128, 128, 8, 2),
+          (64, 64, 4, 2), (64, 32, 4, 3, True)],
     256: [(128, 32, 8, 3), (64, 32, 4, 3), (64, 64, 4, 2), (128, 32, 8, 2)],
 }
-_KEY = ["SEQ_BUCKET", "head_dim", "group", "HAS_WR", "HAS_WL", "IS_VARLEN", "HAS_DROPOUT"]
+_KEY = ["SEQ_BUCKET", "head_dim", "group", "HAS_WR", "HAS_WL", "IS_VARLEN", "HAS_DROPOUT",
+        "TMA_OK"]
 _dkdv_launch = TiledLaunch(
     _dkdv_kernel, _DKDV_CONFIGS, autotuned(_dkdv_kernel, _DKDV_CONFIGS, _KEY))
 _dq_launch = TiledLaunch(_dq_kernel, _DQ_CONFIGS, autotuned(_dq_kernel, _DQ_CONFIGS, _KEY))
@@ -356,7 +383,7 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
     flags = dict(
         IS_VARLEN=varlen, HAS_WL=window_left >= 0, HAS_WR=window_right >= 0,
         HAS_SOFTCAP=has_softcap, HAS_DROPOUT=dropout_p > 0.0, DOT_FP32=INTERPRET,
-        EVEN_D=bd == head_dim, BLOCK_D=bd,
+        EVEN_D=bd == head_dim, BLOCK_D=bd, TMA_OK=tma_ready(q, k, v, dout),
     )
     qkv = (*seq_layout(q, varlen), *seq_layout(k, varlen), *seq_layout(v, varlen))
     do_layout = seq_layout(dout, varlen)

@@ -17,7 +17,7 @@ import triton.language as tl
 from ._common import (
     INTERPRET, LN2, LOG2E, TiledLaunch, autotuned, block_d, check_grid, dot, keep_mask,
     last_dim_contiguous, load_tile, lse_layout, row_shift, scores_unscaled, seq_bucket,
-    seq_layout, visible,
+    seq_layout, tma_ready, visible,
 )
 
 LN2_C = tl.constexpr(LN2)
@@ -25,23 +25,27 @@ LN2_C = tl.constexpr(LN2)
 
 @triton.jit
 def _fwd_tiles(
-    acc, l_i, m1, tied, shift, q, k_base, v_base, stride_ks, stride_vs,
+    acc, l_i, m1, tied, shift, q, k_src, v_src, stride_ks, stride_vs,
     offs_m, offs_d, d_ok, b, h, lo, hi, seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k,
     num_heads_q, qk_scale, softcap, window_left, window_right, dropout_p, drop_scale, seed,
     beta, tie_window, min_gap, max_gap,
     MASKED: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
     HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
     STABILIZE: tl.constexpr, SHIFT_SINGLE: tl.constexpr,
-    DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_N: tl.constexpr,
+    DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr,
 ):
     """Key tiles ``[lo, hi)``; MASKED applies the causal/window/length mask (only the tiles
-    on a mask boundary take this path)."""
+    on a mask boundary take this path). K/V come from TMA descriptors ``k_src``/``v_src`` when
+    USE_TMA (rows past the sequence read as zeros), else from pointers at those bases."""
     offs_n = tl.arange(0, BLOCK_N)
     for start_n in range(lo, hi, BLOCK_N):
         cols = start_n + offs_n
         col_ok = cols < seqlen_k
-        k = load_tile(k_base + cols.to(tl.int64)[:, None] * stride_ks + offs_d[None, :],
-                      col_ok, d_ok, MASKED, EVEN_D)
+        if USE_TMA:
+            k = k_src.load([start_n, 0])
+        else:
+            k = load_tile(k_src + cols.to(tl.int64)[:, None] * stride_ks + offs_d[None, :],
+                          col_ok, d_ok, MASKED, EVEN_D)
         # s * s_scale are the scores in log2 units; the scale is applied once per row to the
         # max and folded into exp2's argument (one FMA per score instead of a multiply and an add).
         s, s_scale = scores_unscaled(dot(q, tl.trans(k), DOT_FP32), qk_scale, softcap, HAS_SOFTCAP)
@@ -75,8 +79,11 @@ def _fwd_tiles(
             keep = keep_mask(seed, dropout_p, b, h, num_heads_q, max_seqlen_q, max_seqlen_k,
                              offs_m, cols)
             p = tl.where(keep, p * drop_scale, 0.0)
-        v = load_tile(v_base + cols.to(tl.int64)[:, None] * stride_vs + offs_d[None, :],
-                      col_ok, d_ok, MASKED, EVEN_D)
+        if USE_TMA:
+            v = v_src.load([start_n, 0])
+        else:
+            v = load_tile(v_src + cols.to(tl.int64)[:, None] * stride_vs + offs_d[None, :],
+                          col_ok, d_ok, MASKED, EVEN_D)
         acc = acc * alpha[:, None] + dot(p.to(v.dtype), v, DOT_FP32)
     return acc, l_i, m1, tied, shift
 
@@ -98,8 +105,8 @@ def _fwd_kernel(
     IS_VARLEN: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
     HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
     STABILIZE: tl.constexpr, SHIFT_SINGLE: tl.constexpr, RETURN_SHIFT: tl.constexpr,
-    DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_D: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_D: tl.constexpr, TMA_OK: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr,
 ):
     start_m = tl.program_id(0) * BLOCK_M
     bh = tl.program_id(1)
@@ -129,6 +136,14 @@ def _fwd_kernel(
     q = tl.load(q_ptrs, mask=(offs_m[:, None] < seqlen_q) & d_ok[None, :], other=0.0)
     k_base = K + b64 * stride_kb + hk * stride_kh + k_start.to(tl.int64) * stride_ks
     v_base = V + b64 * stride_vb + hk * stride_vh + k_start.to(tl.int64) * stride_vs
+    if USE_TMA:
+        k_src = tl.make_tensor_descriptor(k_base, shape=[seqlen_k, head_dim],
+                                          strides=[stride_ks, 1], block_shape=[BLOCK_N, BLOCK_D])
+        v_src = tl.make_tensor_descriptor(v_base, shape=[seqlen_k, head_dim],
+                                          strides=[stride_vs, 1], block_shape=[BLOCK_N, BLOCK_D])
+    else:
+        k_src = k_base
+        v_src = v_base
 
     # Key tiles this query tile sees: [lo, full_lo) and [full_hi, hi) straddle a mask boundary
     # (window edges, the sequence end), [full_lo, full_hi) are visible to every row.
@@ -152,19 +167,19 @@ def _fwd_kernel(
     shift = tl.zeros([BLOCK_M], tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
-    args = (k_base, v_base, stride_ks, stride_vs, offs_m, offs_d, d_ok, b, h)
+    args = (k_src, v_src, stride_ks, stride_vs, offs_m, offs_d, d_ok, b, h)
     consts = (seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k, num_heads_q, qk_scale, softcap,
               window_left, window_right, dropout_p, drop_scale, seed,
               beta, tie_window, min_gap, max_gap)
     acc, l_i, m1, tied, shift = _fwd_tiles(
         acc, l_i, m1, tied, shift, q, *args, lo, full_lo, *consts, True, HAS_WL, HAS_WR,
-        HAS_SOFTCAP, HAS_DROPOUT, STABILIZE, SHIFT_SINGLE, DOT_FP32, EVEN_D, BLOCK_N)
+        HAS_SOFTCAP, HAS_DROPOUT, STABILIZE, SHIFT_SINGLE, DOT_FP32, EVEN_D, BLOCK_N, USE_TMA)
     acc, l_i, m1, tied, shift = _fwd_tiles(
         acc, l_i, m1, tied, shift, q, *args, full_lo, full_hi, *consts, False, HAS_WL, HAS_WR,
-        HAS_SOFTCAP, HAS_DROPOUT, STABILIZE, SHIFT_SINGLE, DOT_FP32, EVEN_D, BLOCK_N)
+        HAS_SOFTCAP, HAS_DROPOUT, STABILIZE, SHIFT_SINGLE, DOT_FP32, EVEN_D, BLOCK_N, USE_TMA)
     acc, l_i, m1, tied, shift = _fwd_tiles(
         acc, l_i, m1, tied, shift, q, *args, full_hi, hi, *consts, True, HAS_WL, HAS_WR,
-        HAS_SOFTCAP, HAS_DROPOUT, STABILIZE, SHIFT_SINGLE, DOT_FP32, EVEN_D, BLOCK_N)
+        HAS_SOFTCAP, HAS_DROPOUT, STABILIZE, SHIFT_SINGLE, DOT_FP32, EVEN_D, BLOCK_N, USE_TMA)
 
     has_keys = l_i > 0.0
     l_safe = tl.where(has_keys, l_i, 1.0)
@@ -180,19 +195,23 @@ def _fwd_kernel(
         tl.store(SHIFT + l_off, tl.where(has_keys, shift * LN2_C, float("inf")), mask=row_ok)
 
 
-# (BLOCK_M, BLOCK_N, num_warps, num_stages) tried per padded head dim; the first entry is the
-# one launched without autotuning. Chosen from benchmarks/tune_kernel.py
-# sweeps on an H200 (docs/kernel_notes.md, v5); head dims 16 and 32 were not swept.
+# (BLOCK_M, BLOCK_N, num_warps, num_stages[, use TMA]) tried per padded head dim; the first
+# entry is the one launched without autotuning. Chosen from benchmarks/tune_kernel.py sweeps on
+# an H200 (docs/kernel_notes.md, v5 and v6); head dims 16 and 32 were not swept. TMA entries
+# need num_stages >= 3 (ptxas crashed on every 2-stage one).
 _FWD_CONFIGS = {
     16: [(128, 64, 8, 3), (64, 128, 4, 3), (64, 64, 4, 3), (128, 64, 4, 3)],
     32: [(128, 64, 8, 3), (64, 128, 4, 3), (64, 64, 4, 3), (128, 64, 4, 3)],
-    64: [(128, 64, 8, 3), (64, 128, 4, 3), (64, 64, 4, 3), (64, 64, 4, 4)],
-    128: [(128, 128, 8, 3), (128, 128, 8, 2), (128, 64, 8, 3), (64, 64, 4, 2)],
+    64: [(64, 128, 4, 3, True), (128, 64, 8, 3), (64, 128, 4, 3), (64, 64, 4, 3),
+         (64, 64, 4, 3, True), (128, 128, 4, 3, True)],
+    128: [(64, 64, 4, 3, True), (128, 128, 8, 3), (128, 128, 8, 2), (128, 64, 8, 3),
+          (64, 64, 4, 2)],
     256: [(128, 64, 8, 2), (128, 32, 8, 3), (64, 64, 4, 3), (64, 32, 4, 2)],
 }
 _fwd_launch = TiledLaunch(_fwd_kernel, _FWD_CONFIGS, autotuned(
     _fwd_kernel, _FWD_CONFIGS,
-    key=["SEQ_BUCKET", "head_dim", "HAS_WR", "HAS_WL", "IS_VARLEN", "HAS_DROPOUT", "STABILIZE"],
+    key=["SEQ_BUCKET", "head_dim", "HAS_WR", "HAS_WL", "IS_VARLEN", "HAS_DROPOUT", "STABILIZE",
+         "TMA_OK"],
 ))
 
 
@@ -260,7 +279,7 @@ def flash_attn_fwd(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
         IS_VARLEN=varlen, HAS_WL=window_left >= 0, HAS_WR=window_right >= 0,
         HAS_SOFTCAP=has_softcap, HAS_DROPOUT=dropout_p > 0.0, STABILIZE=bool(stabilize),
         SHIFT_SINGLE=bool(shift_single), RETURN_SHIFT=bool(return_shift),
-        DOT_FP32=INTERPRET, EVEN_D=bd == head_dim, BLOCK_D=bd,
+        DOT_FP32=INTERPRET, EVEN_D=bd == head_dim, BLOCK_D=bd, TMA_OK=tma_ready(k, v),
     )
 
     def grid(meta):

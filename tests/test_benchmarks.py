@@ -145,4 +145,8 @@ def test_tune_kernel_shapes_and_their_compile_stand_ins():
         assert (small.head_dim, small.heads_q, small.heads_kv, small.causal) == (
             shape.head_dim, shape.heads_q, shape.heads_kv, shape.causal)
         assert small.seqlen % 16 == 0 and shape.seqlen % 16 == 0
-    assert len(tune_kernel.candidates("fwd_nofix")) == 36 and len(tune_kernel.candidates("dkdv")) == 32
+    assert len(tune_kernel.candidates("fwd_nofix", "off")) == 36
+    assert len(tune_kernel.candidates("dkdv", "off")) == 32
+    tma = tune_kernel.candidates("dkdv", "only")  # TMA kernels: 3 stages or more
+    assert len(tma) == 16 and all(c[4] and c[3] >= 3 for c in tma)
+    assert len(tune_kernel.candidates("fwd")) == 36 + 24

@@ -86,6 +86,9 @@ def test_later_launches_with_the_same_specialization_call_the_compiled_kernel(mo
     launch(_grid, 64, ("key",), (x[1:], 32, 0.25), {"FLAG": True})  # misaligned pointer
     launch(_grid, 64, ("other",), (x, 32, 0.25), {"FLAG": False})  # another key
     assert len(kernel.launches) == 4 and len(kernel.compiled.launches) == 1
+    launch.table = {64: [(64, 64, 4, 3)]}  # another tile config (as benchmarks/tune_kernel.py does)
+    launch(_grid, 64, ("key",), (x, 32, 0.5), {"FLAG": True})
+    assert len(kernel.launches) == 5 and kernel.launches[-1][2]["BLOCK_M"] == 64
 
 
 def test_specialization_matches_tritons_criteria():
@@ -100,3 +103,41 @@ def test_specialization_matches_tritons_criteria():
 def test_compile_time_parameters_must_come_last():
     with pytest.raises(TypeError, match="must come last"):
         TiledLaunch(_Kernel(params=[("A", True), ("x", False)]), TABLE, _Kernel())
+
+
+def test_a_tma_entry_launches_its_pointer_form_where_tma_cannot_address_the_tensors(monkeypatch):
+    monkeypatch.setattr(_common, "AUTOTUNE", False)
+    monkeypatch.setattr(_common, "INTERPRET", False)
+    table = {64: [(64, 128, 4, 3, True), (128, 64, 8, 3)]}
+    for tma_ok in (True, False):
+        kernel = _Kernel()
+        TiledLaunch(kernel, table, _Kernel())("g", 64, ("key", tma_ok), (X,), {"TMA_OK": tma_ok})
+        _, _, kwargs = kernel.launches[0]
+        assert (kwargs["BLOCK_M"], kwargs["BLOCK_N"], kwargs["USE_TMA"]) == (64, 128, tma_ok)
+
+
+def test_autotuning_skips_tma_configs_where_tma_cannot_address_the_tensors():
+    table = {64: [(64, 128, 4, 3, True), (128, 64, 8, 3)], 128: [(64, 64, 4, 3)]}
+    entries = sorted({_common.tile_config(c) for cs in table.values() for c in cs})
+    configs = [triton.Config({"BLOCK_M": m, "BLOCK_N": n, "USE_TMA": t}, num_warps=w,
+                             num_stages=s) for m, n, w, s, t in entries]
+    prune = _common.prune_configs(lambda d: {_common.tile_config(c) for c in table[d]})
+
+    def kept(**kwargs):
+        return sorted((c.kwargs["BLOCK_M"], c.kwargs["USE_TMA"])
+                      for c in prune(configs, {}, **kwargs))
+
+    assert kept(BLOCK_D=64, TMA_OK=True) == [(64, True), (128, False)]
+    assert kept(BLOCK_D=64, TMA_OK=False) == [(128, False)]
+    assert kept(BLOCK_D=128, TMA_OK=True) == [(64, False)]
+
+
+def test_tma_needs_aligned_strides_and_is_off_under_the_interpreter(monkeypatch):
+    monkeypatch.setattr(_common, "INTERPRET", True)
+    x = torch.zeros(2, 16, 4, 64, dtype=torch.bfloat16)
+    assert not _common.tma_ready(x)
+    monkeypatch.setattr(_common, "INTERPRET", False)
+    monkeypatch.setattr(_common.triton, "set_allocator", lambda alloc: None)
+    assert _common.tma_ready(x, x.transpose(1, 2))
+    assert not _common.tma_ready(torch.zeros(2, 16, 3, 40, dtype=torch.bfloat16)[..., :36])
+    assert not _common.tma_ready(torch.zeros(2, 16, 3, 111, dtype=torch.bfloat16))
