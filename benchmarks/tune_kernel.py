@@ -30,6 +30,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict
 
 os.environ["HF_STABLE_ATTN_AUTOTUNE"] = "0"  # the launchers read it at import
+os.environ["HF_STABLE_ATTN_TMA"] = "1"  # TMA candidates run as TMA (opt-in for users)
 
 import torch  # noqa: E402
 

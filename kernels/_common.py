@@ -18,6 +18,8 @@ from triton.runtime import _allocation
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 # HF_STABLE_ATTN_AUTOTUNE=0 launches one heuristic config per shape (quick compiles, e.g. test sweeps).
 AUTOTUNE = (not INTERPRET) and os.environ.get("HF_STABLE_ATTN_AUTOTUNE", "1") != "0"
+# HF_STABLE_ATTN_TMA=1 lets the tables' TMA configs run (experimental: docs/kernel_notes.md, v6g).
+TMA = os.environ.get("HF_STABLE_ATTN_TMA", "0") == "1"
 
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
@@ -152,12 +154,13 @@ def _descriptor_scratch(size: int, alignment: int, stream) -> torch.Tensor:
 
 
 def tma_ready(*tensors: torch.Tensor) -> bool:
-    """Whether TMA tensor descriptors can address these bf16/fp16 (B, S, H, D) or (T, H, D)
-    tensors: 16-byte aligned bases, strides and rows (multiples of 8 elements). Never under the
-    interpreter (triton 3.9's mis-loads bf16 through descriptors). The kernels build their
-    descriptors on the device, which needs Triton's scratch allocator: set here for the calling
-    thread (the autograd engine's threads included) unless one is set."""
-    if INTERPRET:
+    """Whether the TMA configs may run on these bf16/fp16 (B, S, H, D) or (T, H, D) tensors:
+    only when enabled (``HF_STABLE_ATTN_TMA=1``: one TMA config crashed on the GPU, so they are
+    opt-in), never under the interpreter (triton 3.9's mis-loads bf16 through descriptors), and
+    with 16-byte aligned bases, strides and rows (multiples of 8 elements). The kernels build
+    their descriptors on the device, which needs Triton's scratch allocator: set here for the
+    calling thread (the autograd engine's threads included) unless one is set."""
+    if INTERPRET or not TMA:
         return False
     if not all(t.data_ptr() % 16 == 0 and t.shape[-1] % 8 == 0
                and all(st % 8 == 0 for st in t.stride()[:-1]) for t in tensors):
@@ -183,9 +186,9 @@ def specialization(args) -> tuple:
 class TiledLaunch:
     """Launches ``kernel`` with a tile config ``(BLOCK_M, BLOCK_N, num_warps, num_stages, use_tma)``
     from ``table`` (padded head dim -> configs, best first): ``INTERPRET_CONFIG`` under the
-    interpreter, the table's first entry with autotuning off (its pointer-load form when the
-    flag ``TMA_OK`` is off), else the config ``tuned`` (the kernel under ``autotuned``) picks for
-    ``key``.
+    interpreter, the table's first entry with autotuning off (its first pointer-load entry when
+    the flag ``TMA_OK`` is off), else the config ``tuned`` (the kernel under ``autotuned``) picks
+    for ``key``.
 
     Host time per launch is what a small model's step or a decode step notices, so only the
     first call per key goes through the autotuner, and only the first call per key, tile config
@@ -213,9 +216,10 @@ class TiledLaunch:
                 return
             meta = config.all_kwargs()
         else:
-            bm, bn, w, s, tma = tile_config(INTERPRET_CONFIG if INTERPRET else self.table[block_d][0])
-            meta = dict(BLOCK_M=bm, BLOCK_N=bn, num_warps=w, num_stages=s,
-                        USE_TMA=tma and flags.get("TMA_OK", False))
+            tma_ok = flags.get("TMA_OK", False)
+            entries = [INTERPRET_CONFIG] if INTERPRET else self.table[block_d]
+            bm, bn, w, s, tma = next(c for c in map(tile_config, entries) if tma_ok or not c[4])
+            meta = dict(BLOCK_M=bm, BLOCK_N=bn, num_warps=w, num_stages=s, USE_TMA=tma)
         if INTERPRET:
             self.kernel[grid](*args, **flags, **meta)
             return

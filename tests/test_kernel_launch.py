@@ -105,15 +105,15 @@ def test_compile_time_parameters_must_come_last():
         TiledLaunch(_Kernel(params=[("A", True), ("x", False)]), TABLE, _Kernel())
 
 
-def test_a_tma_entry_launches_its_pointer_form_where_tma_cannot_address_the_tensors(monkeypatch):
+def test_without_tma_the_first_pointer_entry_is_launched(monkeypatch):
     monkeypatch.setattr(_common, "AUTOTUNE", False)
     monkeypatch.setattr(_common, "INTERPRET", False)
     table = {64: [(64, 128, 4, 3, True), (128, 64, 8, 3)]}
-    for tma_ok in (True, False):
+    for tma_ok, expected in ((True, (64, 128, True)), (False, (128, 64, False))):
         kernel = _Kernel()
         TiledLaunch(kernel, table, _Kernel())("g", 64, ("key", tma_ok), (X,), {"TMA_OK": tma_ok})
         _, _, kwargs = kernel.launches[0]
-        assert (kwargs["BLOCK_M"], kwargs["BLOCK_N"], kwargs["USE_TMA"]) == (64, 128, tma_ok)
+        assert (kwargs["BLOCK_M"], kwargs["BLOCK_N"], kwargs["USE_TMA"]) == expected
 
 
 def test_autotuning_skips_tma_configs_where_tma_cannot_address_the_tensors():
@@ -132,9 +132,13 @@ def test_autotuning_skips_tma_configs_where_tma_cannot_address_the_tensors():
     assert kept(BLOCK_D=128, TMA_OK=True) == [(64, False)]
 
 
-def test_tma_needs_aligned_strides_and_is_off_under_the_interpreter(monkeypatch):
-    monkeypatch.setattr(_common, "INTERPRET", True)
+def test_tma_is_opt_in_needs_aligned_strides_and_is_off_under_the_interpreter(monkeypatch):
     x = torch.zeros(2, 16, 4, 64, dtype=torch.bfloat16)
+    monkeypatch.setattr(_common, "INTERPRET", False)
+    monkeypatch.setattr(_common, "TMA", False)
+    assert not _common.tma_ready(x)
+    monkeypatch.setattr(_common, "TMA", True)
+    monkeypatch.setattr(_common, "INTERPRET", True)
     assert not _common.tma_ready(x)
     monkeypatch.setattr(_common, "INTERPRET", False)
     monkeypatch.setattr(_common.triton, "set_allocator", lambda alloc: None)
