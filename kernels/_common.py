@@ -86,6 +86,19 @@ def row_shift(m1, tied, beta, min_gap, max_gap, STABILIZE: tl.constexpr):
 
 
 @triton.jit
+def key_source(base, seqlen, head_dim, stride, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+               USE_TMA: tl.constexpr):
+    """What a kernel loads (BLOCK_N, BLOCK_D) tiles of one sequence's K or V rows from: a TMA
+    descriptor over ``[seqlen, head_dim]`` at ``base`` (rows past the end read as zeros), or
+    ``base`` itself for pointer loads."""
+    if USE_TMA:
+        return tl.make_tensor_descriptor(base, shape=[seqlen, head_dim], strides=[stride, 1],
+                                         block_shape=[BLOCK_N, BLOCK_D])
+    else:
+        return base
+
+
+@triton.jit
 def visible(offs_m, offs_n, seqlen_q, seqlen_k, window_left, window_right,
             HAS_WL: tl.constexpr, HAS_WR: tl.constexpr, TRANSPOSED: tl.constexpr = False):
     """Bool (BLOCK_M, BLOCK_N), or (BLOCK_N, BLOCK_M) when TRANSPOSED: row ``i`` may attend

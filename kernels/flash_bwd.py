@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 
 from ._common import (
-    INTERPRET, LOG2E, TiledLaunch, autotuned, block_d, check_grid, dot, keep_mask,
+    INTERPRET, LOG2E, TiledLaunch, autotuned, block_d, check_grid, dot, keep_mask, key_source,
     last_dim_contiguous, load_tile, lse_layout, scores, seq_bucket, seq_layout, tma_ready, visible,
 )
 
@@ -272,13 +272,10 @@ def _dq_kernel(
     tl.store(DELTA + l_off, delta, mask=offs_m < seqlen_q)
     lse = tl.load(LSE + l_off, mask=offs_m < seqlen_q, other=float("inf"))
     lse2 = lse * LOG2E_C
-    k_src = K + b64 * stride_kb + hk * stride_kh + k_start.to(tl.int64) * stride_ks
-    v_src = V + b64 * stride_vb + hk * stride_vh + k_start.to(tl.int64) * stride_vs
-    if USE_TMA:
-        k_src = tl.make_tensor_descriptor(k_src, shape=[seqlen_k, head_dim],
-                                          strides=[stride_ks, 1], block_shape=[BLOCK_N, BLOCK_D])
-        v_src = tl.make_tensor_descriptor(v_src, shape=[seqlen_k, head_dim],
-                                          strides=[stride_vs, 1], block_shape=[BLOCK_N, BLOCK_D])
+    k_src = key_source(K + b64 * stride_kb + hk * stride_kh + k_start.to(tl.int64) * stride_ks,
+                       seqlen_k, head_dim, stride_ks, BLOCK_N, BLOCK_D, USE_TMA)
+    v_src = key_source(V + b64 * stride_vb + hk * stride_vh + k_start.to(tl.int64) * stride_vs,
+                       seqlen_k, head_dim, stride_vs, BLOCK_N, BLOCK_D, USE_TMA)
 
     # Key tiles as in the forward.
     diag = seqlen_k - seqlen_q
