@@ -10,6 +10,7 @@ with ``backend``.
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Optional
 
@@ -26,16 +27,12 @@ KERNEL_DTYPES = (torch.bfloat16, torch.float16)
 REFERENCE_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 
-_KERNELS = []
-
-
+@functools.cache  # a per-call import statement costs host time on every attention call
 def _kernels():
     """The Triton launchers (imported on first use: triton is only needed on that path)."""
-    if not _KERNELS:
-        from . import kernels
+    from . import kernels
 
-        _KERNELS.append(kernels)
-    return _KERNELS[0]
+    return kernels
 
 
 def _masking(cu_q, cu_k, max_q, max_k, scale, causal, left, right, softcap, dropout_p, seed) -> dict:

@@ -86,11 +86,11 @@ def row_shift(m1, tied, beta, min_gap, max_gap, STABILIZE: tl.constexpr):
 
 
 @triton.jit
-def key_source(base, seqlen, head_dim, stride, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+def row_source(base, seqlen, head_dim, stride, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                USE_TMA: tl.constexpr):
-    """What a kernel loads (BLOCK_N, BLOCK_D) tiles of one sequence's K or V rows from: a TMA
-    descriptor over ``[seqlen, head_dim]`` at ``base`` (rows past the end read as zeros), or
-    ``base`` itself for pointer loads."""
+    """What a kernel loads (BLOCK_N, BLOCK_D) tiles of one sequence's rows of K, V, Q or dO
+    from: a TMA descriptor over ``[seqlen, head_dim]`` at ``base`` (rows past the end read as
+    zeros), or ``base`` itself for pointer loads."""
     if USE_TMA:
         return tl.make_tensor_descriptor(base, shape=[seqlen, head_dim], strides=[stride, 1],
                                          block_shape=[BLOCK_N, BLOCK_D])
@@ -197,18 +197,18 @@ def specialization(args) -> tuple:
 
 
 class TiledLaunch:
-    """Launches ``kernel`` with a tile config ``(BLOCK_M, BLOCK_N, num_warps, num_stages, use_tma)``
-    from ``table`` (padded head dim -> configs, best first): ``INTERPRET_CONFIG`` under the
-    interpreter, the table's first entry with autotuning off (its first pointer-load entry when
-    the flag ``TMA_OK`` is off), else the config ``tuned`` (the kernel under ``autotuned``) picks
-    for ``key``.
+    """Launches ``kernel`` with a tile config ``(BLOCK_M, BLOCK_N, num_warps, num_stages,
+    use_tma)`` from ``table`` (padded head dim -> configs, best first): ``INTERPRET_CONFIG`` under
+    the interpreter, the table's first entry with autotuning off (its first pointer-load entry
+    when the flag ``TMA_OK`` is off), else the config ``tuned`` (the kernel under ``autotuned``)
+    picks for ``key``.
 
     Host time per launch is what a small model's step or a decode step notices, so only the
     first call per key goes through the autotuner, and only the first call per key, tile config
     and argument ``specialization`` goes through Triton's launcher (which re-derives the
-    specialization of every argument); later calls launch the compiled kernel it returned. ``key`` must
-    determine the autotuner's own key (ours add the dtype and every flag). The kernel's
-    compile-time parameters must follow its runtime ones (``args``), as in all our kernels.
+    specialization of every argument); later calls launch the compiled kernel it returned.
+    ``key`` must determine the autotuner's own key (ours add the dtype and every flag). The
+    kernel's compile-time parameters must follow its runtime ones (``args``), as in all ours.
     """
 
     def __init__(self, kernel, table, tuned):

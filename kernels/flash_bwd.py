@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 
 from ._common import (
-    INTERPRET, LOG2E, TiledLaunch, autotuned, block_d, check_grid, dot, keep_mask, key_source,
+    INTERPRET, LOG2E, TiledLaunch, autotuned, block_d, check_grid, dot, keep_mask, row_source,
     last_dim_contiguous, load_tile, lse_layout, scores, seq_bucket, seq_layout, tma_ready, visible,
 )
 
@@ -151,13 +151,11 @@ def _dkdv_kernel(
         h = hk * group + g
         q_src = Q + b64 * stride_qb + h * stride_qh
         do_src = DO + b64 * stride_db + h * stride_dh
-        if USE_TMA:
-            q_src = tl.make_tensor_descriptor(
-                q_src + q_start.to(tl.int64) * stride_qs, shape=[seqlen_q, head_dim],
-                strides=[stride_qs, 1], block_shape=[BLOCK_M, BLOCK_D])
-            do_src = tl.make_tensor_descriptor(
-                do_src + q_start.to(tl.int64) * stride_ds, shape=[seqlen_q, head_dim],
-                strides=[stride_ds, 1], block_shape=[BLOCK_M, BLOCK_D])
+        if USE_TMA:  # descriptors start at this sequence's rows; pointer loads add q_start
+            q_src = row_source(q_src + q_start.to(tl.int64) * stride_qs, seqlen_q, head_dim,
+                               stride_qs, BLOCK_M, BLOCK_D, True)
+            do_src = row_source(do_src + q_start.to(tl.int64) * stride_ds, seqlen_q, head_dim,
+                                stride_ds, BLOCK_M, BLOCK_D, True)
         l_base = b64 * stride_lb + h * stride_lh + q_start
         args = (k, v, q_src, do_src, LSE, DELTA, l_base, stride_qs, stride_ds,
                 offs_n, offs_d, d_ok, b, h, q_start)
@@ -272,9 +270,9 @@ def _dq_kernel(
     tl.store(DELTA + l_off, delta, mask=offs_m < seqlen_q)
     lse = tl.load(LSE + l_off, mask=offs_m < seqlen_q, other=float("inf"))
     lse2 = lse * LOG2E_C
-    k_src = key_source(K + b64 * stride_kb + hk * stride_kh + k_start.to(tl.int64) * stride_ks,
+    k_src = row_source(K + b64 * stride_kb + hk * stride_kh + k_start.to(tl.int64) * stride_ks,
                        seqlen_k, head_dim, stride_ks, BLOCK_N, BLOCK_D, USE_TMA)
-    v_src = key_source(V + b64 * stride_vb + hk * stride_vh + k_start.to(tl.int64) * stride_vs,
+    v_src = row_source(V + b64 * stride_vb + hk * stride_vh + k_start.to(tl.int64) * stride_vs,
                        seqlen_k, head_dim, stride_vs, BLOCK_N, BLOCK_D, USE_TMA)
 
     # Key tiles as in the forward.

@@ -16,7 +16,7 @@ import triton.language as tl
 
 from ._common import (
     INTERPRET, LN2, LOG2E, TiledLaunch, autotuned, block_d, check_grid, dot, keep_mask,
-    key_source, last_dim_contiguous, load_tile, lse_layout, row_shift, scores_unscaled,
+    row_source, last_dim_contiguous, load_tile, lse_layout, row_shift, scores_unscaled,
     seq_bucket, seq_layout, tma_ready, visible,
 )
 
@@ -134,9 +134,9 @@ def _fwd_kernel(
     q_ptrs = (Q + b64 * stride_qb + h * stride_qh
               + (q_start + offs_m).to(tl.int64)[:, None] * stride_qs + offs_d[None, :])
     q = tl.load(q_ptrs, mask=(offs_m[:, None] < seqlen_q) & d_ok[None, :], other=0.0)
-    k_src = key_source(K + b64 * stride_kb + hk * stride_kh + k_start.to(tl.int64) * stride_ks,
+    k_src = row_source(K + b64 * stride_kb + hk * stride_kh + k_start.to(tl.int64) * stride_ks,
                        seqlen_k, head_dim, stride_ks, BLOCK_N, BLOCK_D, USE_TMA)
-    v_src = key_source(V + b64 * stride_vb + hk * stride_vh + k_start.to(tl.int64) * stride_vs,
+    v_src = row_source(V + b64 * stride_vb + hk * stride_vh + k_start.to(tl.int64) * stride_vs,
                        seqlen_k, head_dim, stride_vs, BLOCK_N, BLOCK_D, USE_TMA)
 
     # Key tiles this query tile sees: [lo, full_lo) and [full_hi, hi) straddle a mask boundary
