@@ -224,7 +224,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--tiny", action="store_true", help="two-layer models (CPU smoke test)")
     p.add_argument("--models", nargs="+", help="default: gpt2-124m llama-1b (with --tiny: the tiny pair)")
-    p.add_argument("--impls", nargs="+", default=list(TRAIN_IMPLS), help="training attention implementations")
+    p.add_argument("--impls", nargs="+", default=list(TRAIN_IMPLS), help="training attention implementations ('none' to skip)")
     p.add_argument("--gen-impls", nargs="+", default=list(GENERATE_IMPLS), help="generation implementations ('none' to skip)")
     p.add_argument("--precision", choices=["autocast", "bf16"], default="autocast")
     p.add_argument("--steps", type=int, default=10)
@@ -242,6 +242,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     unknown = [m for m in args.models if m not in catalog]
     if unknown:
         p.error(f"unknown models {unknown}; known: {list(catalog)}")
+    args.impls = [] if args.impls == ["none"] else args.impls
     args.gen_impls = [] if args.gen_impls == ["none"] else args.gen_impls
     return args
 

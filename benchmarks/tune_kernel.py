@@ -14,6 +14,8 @@ the kernel package (``hf_stable_attn.kernels`` or a development copy with the sa
 two variants can be compared in one session. Configs that do not fit (shared memory, registers)
 are recorded with their error.
 
+``--grid table`` times only the package's own table entries (a quick variant comparison).
+
 Run: ``PYTHONPATH=$PWD python -m benchmarks.tune_kernel --out tune.json [--kernels PKG]``.
 """
 
@@ -30,7 +32,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict
 
 os.environ["HF_STABLE_ATTN_AUTOTUNE"] = "0"  # the launchers read it at import
-os.environ["HF_STABLE_ATTN_TMA"] = "1"  # TMA candidates run as TMA (opt-in for users)
+os.environ["HF_STABLE_ATTN_TMA"] = "1"  # TMA candidates run as TMA (whatever the caller set)
 
 import torch  # noqa: E402
 
@@ -91,6 +93,12 @@ class Runner:
         self.bwd_mod = importlib.import_module(f"{package}.flash_bwd")
         self.block_d = importlib.import_module(f"{package}._common").block_d
 
+    def table(self, part: str, head_dim: int) -> list[tuple]:
+        """The package's own table entries for ``part`` at ``head_dim``."""
+        tables = dict(fwd=self.fwd_mod._FWD_CONFIGS, dkdv=self.bwd_mod._DKDV_CONFIGS,
+                      dq=self.bwd_mod._DQ_CONFIGS)
+        return list(tables["fwd" if part.startswith("fwd") else part][self.block_d(head_dim)])
+
     def call(self, part: str, cfg, shape: Shape, tensors):
         q, k, v, dout = tensors
         bd = self.block_d(shape.head_dim)
@@ -141,6 +149,8 @@ def main(argv=None) -> None:
     ap.add_argument("--head-dims", nargs="+", type=int, help="default: D 128 and 64 cases")
     ap.add_argument("--tma", choices=("with", "off", "only"), default="with",
                     help="pointer-load configs, TMA-load configs, or both")
+    ap.add_argument("--grid", choices=("full", "table"), default="full",
+                    help="every candidate of GRIDS, or the package's own table entries")
     ap.add_argument("--total-tokens", type=int, default=16384)
     ap.add_argument("--hidden", type=int, default=2048)
     ap.add_argument("--jobs", type=int, default=min(16, os.cpu_count() or 1))
@@ -149,7 +159,15 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     start = time.perf_counter()
     shapes = default_shapes(args.total_tokens, args.hidden, args.head_dims)
-    work = [(p, c, s) for s in shapes for p in args.parts for c in candidates(p, args.tma)]
+    runner = Runner(args.kernels)
+
+    def configs(part: str, shape: Shape) -> list[tuple]:
+        if args.grid == "full":
+            return candidates(part, args.tma)
+        return [c for c in runner.table(part, shape.head_dim)
+                if args.tma == "with" or (len(c) > 4 and c[4]) == (args.tma == "only")]
+
+    work = [(p, c, s) for s in shapes for p in args.parts for c in configs(p, s)]
 
     compile_jobs = sorted({(p, c, small(s)) for p, c, s in work}, key=str)
     chunks = [compile_jobs[i::args.jobs] for i in range(args.jobs)]
@@ -162,7 +180,6 @@ def main(argv=None) -> None:
     print(f"compiled {len(compile_jobs)} variants in {compile_s:.0f} s, {len(failed)} failed",
           file=sys.stderr)
 
-    runner = Runner(args.kernels)
     records = []
     report = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
               "triton": importlib.import_module("triton").__version__, "kernels": args.kernels,

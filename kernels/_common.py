@@ -18,8 +18,11 @@ from triton.runtime import _allocation
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 # HF_STABLE_ATTN_AUTOTUNE=0 launches one heuristic config per shape (quick compiles, e.g. test sweeps).
 AUTOTUNE = (not INTERPRET) and os.environ.get("HF_STABLE_ATTN_AUTOTUNE", "1") != "0"
-# HF_STABLE_ATTN_TMA=1 lets the tables' TMA configs run (experimental: docs/kernel_notes.md, v6g).
-TMA = os.environ.get("HF_STABLE_ATTN_TMA", "0") == "1"
+# HF_STABLE_ATTN_TMA=0 keeps the tables' TMA configs from running (docs/kernel_notes.md, v6g-v7b).
+TMA = os.environ.get("HF_STABLE_ATTN_TMA", "1") != "0"
+# Sequences shorter than this load through pointers: TMA measured 0-6% faster from 2048 on, and
+# GPT-2 training at 1024 lost 7-13% end to end with it (docs/kernel_notes.md, v7b).
+TMA_MIN_SEQLEN = 2048
 
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
@@ -166,14 +169,14 @@ def _descriptor_scratch(size: int, alignment: int, stream) -> torch.Tensor:
     return torch.empty(size, dtype=torch.int8, device="cuda")
 
 
-def tma_ready(*tensors: torch.Tensor) -> bool:
-    """Whether the TMA configs may run on these bf16/fp16 (B, S, H, D) or (T, H, D) tensors:
-    only when enabled (``HF_STABLE_ATTN_TMA=1``: one TMA config crashed on the GPU, so they are
-    opt-in), never under the interpreter (triton 3.9's mis-loads bf16 through descriptors), and
-    with 16-byte aligned bases, strides and rows (multiples of 8 elements). The kernels build
+def tma_ready(seqlen: int, *tensors: torch.Tensor) -> bool:
+    """Whether the TMA configs may run on these bf16/fp16 (B, S, H, D) or (T, H, D) tensors
+    whose longest sequence is ``seqlen``: unless turned off (``HF_STABLE_ATTN_TMA=0``), never
+    under the interpreter (triton 3.9's mis-loads bf16 through descriptors), from
+    ``TMA_MIN_SEQLEN`` on, and with 16-byte aligned bases, strides and rows (multiples of 8 elements). The kernels build
     their descriptors on the device, which needs Triton's scratch allocator: set here for the
     calling thread (the autograd engine's threads included) unless one is set."""
-    if INTERPRET or not TMA:
+    if INTERPRET or not TMA or seqlen < TMA_MIN_SEQLEN:
         return False
     if not all(t.data_ptr() % 16 == 0 and t.shape[-1] % 8 == 0
                and all(st % 8 == 0 for st in t.stride()[:-1]) for t in tensors):

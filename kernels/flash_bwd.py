@@ -377,7 +377,8 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
     flags = dict(
         IS_VARLEN=varlen, HAS_WL=window_left >= 0, HAS_WR=window_right >= 0,
         HAS_SOFTCAP=has_softcap, HAS_DROPOUT=dropout_p > 0.0, DOT_FP32=INTERPRET,
-        EVEN_D=bd == head_dim, BLOCK_D=bd, TMA_OK=tma_ready(q, k, v, dout),
+        EVEN_D=bd == head_dim, BLOCK_D=bd,
+        TMA_OK=tma_ready(max(sq, sk), q, k, v, dout),
     )
     qkv = (*seq_layout(q, varlen), *seq_layout(k, varlen), *seq_layout(v, varlen))
     do_layout = seq_layout(dout, varlen)

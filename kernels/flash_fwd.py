@@ -273,7 +273,8 @@ def flash_attn_fwd(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
         IS_VARLEN=varlen, HAS_WL=window_left >= 0, HAS_WR=window_right >= 0,
         HAS_SOFTCAP=has_softcap, HAS_DROPOUT=dropout_p > 0.0, STABILIZE=bool(stabilize),
         SHIFT_SINGLE=bool(shift_single), RETURN_SHIFT=bool(return_shift),
-        DOT_FP32=INTERPRET, EVEN_D=bd == head_dim, BLOCK_D=bd, TMA_OK=tma_ready(k, v),
+        DOT_FP32=INTERPRET, EVEN_D=bd == head_dim, BLOCK_D=bd,
+        TMA_OK=tma_ready(max(sq, sk), k, v),
     )
 
     def grid(meta):

@@ -1,6 +1,9 @@
 """The tile-config launch of the Triton launchers (CPU: stand-ins for the kernel, the autotuner
 and the compiled kernel)."""
 
+import os
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -132,16 +135,29 @@ def test_autotuning_skips_tma_configs_where_tma_cannot_address_the_tensors():
     assert kept(BLOCK_D=128, TMA_OK=True) == [(64, False)]
 
 
-def test_tma_is_opt_in_needs_aligned_strides_and_is_off_under_the_interpreter(monkeypatch):
+@pytest.mark.parametrize("setting, expected", [(None, True), ("1", True), ("0", False)])
+def test_tma_is_on_unless_the_environment_turns_it_off(setting, expected):
+    env = {k: v for k, v in os.environ.items() if k != "HF_STABLE_ATTN_TMA"}
+    if setting is not None:
+        env["HF_STABLE_ATTN_TMA"] = setting
+    code = "from hf_stable_attn.kernels import _common; print(_common.TMA)"
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.stdout.strip() == str(expected), proc.stderr[-2000:]
+
+
+def test_tma_needs_long_sequences_aligned_strides_and_is_off_under_the_interpreter(monkeypatch):
     x = torch.zeros(2, 16, 4, 64, dtype=torch.bfloat16)
+    long = _common.TMA_MIN_SEQLEN
     monkeypatch.setattr(_common, "INTERPRET", False)
     monkeypatch.setattr(_common, "TMA", False)
-    assert not _common.tma_ready(x)
+    assert not _common.tma_ready(long, x)
     monkeypatch.setattr(_common, "TMA", True)
     monkeypatch.setattr(_common, "INTERPRET", True)
-    assert not _common.tma_ready(x)
+    assert not _common.tma_ready(long, x)
     monkeypatch.setattr(_common, "INTERPRET", False)
     monkeypatch.setattr(_common.triton, "set_allocator", lambda alloc: None)
-    assert _common.tma_ready(x, x.transpose(1, 2))
-    assert not _common.tma_ready(torch.zeros(2, 16, 3, 40, dtype=torch.bfloat16)[..., :36])
-    assert not _common.tma_ready(torch.zeros(2, 16, 3, 111, dtype=torch.bfloat16))
+    assert _common.tma_ready(long, x, x.transpose(1, 2))
+    assert not _common.tma_ready(long - 1, x)
+    assert not _common.tma_ready(long, torch.zeros(2, 16, 3, 40, dtype=torch.bfloat16)[..., :36])
+    assert not _common.tma_ready(long, torch.zeros(2, 16, 3, 111, dtype=torch.bfloat16))
