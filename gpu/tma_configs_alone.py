@@ -5,7 +5,9 @@ compared with the default pointer-load kernels on the same inputs (same algorith
 differences are bf16 rounding). This found the dQ config that crashed autotuning
 (docs/kernel_notes.md, v6g); it stays listed here although it left the table.
 
-Run: ``PYTHONPATH=$PWD python gpu/tma_configs_alone.py`` (GPU only; enables the TMA configs).
+Run: ``PYTHONPATH=$PWD python gpu/tma_configs_alone.py`` (GPU only; the TMA configs run at every
+length here, also below ``TMA_MIN_SEQLEN``). Its one run (docs/results/gpu_tests_v7/) predates
+that threshold, so the line setting it did not run.
 """
 
 from __future__ import annotations
@@ -60,6 +62,9 @@ def run_one(part: str, head_dim: int, config: tuple) -> None:
     first pointer-load entry; prints one line per shape, or dies with the CUDA error."""
     import torch
 
+    from hf_stable_attn.kernels import _common
+
+    _common.TMA_MIN_SEQLEN = 0  # TMA at every length here, the short shapes included
     tables = _tables()
     pointer = {name: [c for c in table[head_dim] if len(c) == 4 or not c[4]][:1]
                for name, table in tables.items()}
