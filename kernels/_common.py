@@ -20,8 +20,8 @@ INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 AUTOTUNE = (not INTERPRET) and os.environ.get("HF_STABLE_ATTN_AUTOTUNE", "1") != "0"
 # HF_STABLE_ATTN_TMA=0 keeps the tables' TMA configs from running (docs/kernel_notes.md, v6g-v7b).
 TMA = os.environ.get("HF_STABLE_ATTN_TMA", "1") != "0"
-# Sequences shorter than this load through pointers: TMA measured 0-6% faster from 2048 on, and
-# GPT-2 training at 1024 lost 7-13% end to end with it (docs/kernel_notes.md, v7b).
+# Sequences shorter than this load through pointers: from 2048 on TMA measured -1% to +6.5% per
+# shape (mean +3%); GPT-2 training at 1024 lost 7-13% end to end with it (kernel_notes.md, v7b).
 TMA_MIN_SEQLEN = 2048
 
 LOG2E = 1.4426950408889634
@@ -173,9 +173,10 @@ def tma_ready(seqlen: int, *tensors: torch.Tensor) -> bool:
     """Whether the TMA configs may run on these bf16/fp16 (B, S, H, D) or (T, H, D) tensors
     whose longest sequence is ``seqlen``: unless turned off (``HF_STABLE_ATTN_TMA=0``), never
     under the interpreter (triton 3.9's mis-loads bf16 through descriptors), from
-    ``TMA_MIN_SEQLEN`` on, and with 16-byte aligned bases, strides and rows (multiples of 8 elements). The kernels build
-    their descriptors on the device, which needs Triton's scratch allocator: set here for the
-    calling thread (the autograd engine's threads included) unless one is set."""
+    ``TMA_MIN_SEQLEN`` on, and with 16-byte aligned bases, strides and rows (multiples of 8
+    elements). The kernels build their descriptors on the device, which needs Triton's scratch
+    allocator: set here for the calling thread (the autograd engine's threads included) unless
+    one is set."""
     if INTERPRET or not TMA or seqlen < TMA_MIN_SEQLEN:
         return False
     if not all(t.data_ptr() % 16 == 0 and t.shape[-1] % 8 == 0
