@@ -102,6 +102,28 @@ def row_source(base, seqlen, head_dim, stride, BLOCK_N: tl.constexpr, BLOCK_D: t
 
 
 @triton.jit
+def load_rows(src, start, rows, row_ok, stride, offs_d, d_ok, MASK_ROWS: tl.constexpr,
+              EVEN_D: tl.constexpr, USE_TMA: tl.constexpr, TRANSPOSED: tl.constexpr = False):
+    """A (BLOCK, BLOCK_D) tile ((BLOCK_D, BLOCK) when TRANSPOSED) of rows ``start`` onwards of
+    a ``row_source``: through its TMA descriptor when USE_TMA, else from pointers
+    ``src + rows * stride`` (``rows``: the int64 row indices, ``row_ok``: which are in range),
+    masked as ``load_tile`` does."""
+    if USE_TMA:
+        tile = src.load([start, 0])
+        if TRANSPOSED:
+            return tl.trans(tile)
+        else:
+            return tile
+    else:
+        if TRANSPOSED:
+            return load_tile(src + rows[None, :] * stride + offs_d[:, None], row_ok, d_ok,
+                             MASK_ROWS, EVEN_D, True)
+        else:
+            return load_tile(src + rows[:, None] * stride + offs_d[None, :], row_ok, d_ok,
+                             MASK_ROWS, EVEN_D)
+
+
+@triton.jit
 def visible(offs_m, offs_n, seqlen_q, seqlen_k, window_left, window_right,
             HAS_WL: tl.constexpr, HAS_WR: tl.constexpr, TRANSPOSED: tl.constexpr = False):
     """Bool (BLOCK_M, BLOCK_N), or (BLOCK_N, BLOCK_M) when TRANSPOSED: row ``i`` may attend

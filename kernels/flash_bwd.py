@@ -15,7 +15,7 @@ import triton.language as tl
 
 from ._common import (
     INTERPRET, LOG2E, TiledLaunch, autotuned, block_d, check_grid, dot, keep_mask, row_source,
-    last_dim_contiguous, load_tile, lse_layout, scores, seq_bucket, seq_layout, tma_ready, visible,
+    last_dim_contiguous, load_rows, lse_layout, scores, seq_bucket, seq_layout, tma_ready, visible,
 )
 
 LOG2E_C = tl.constexpr(LOG2E)
@@ -40,14 +40,10 @@ def _dkdv_tiles(
         offs_m = start_m + offs_m0
         row_ok = offs_m < seqlen_q
         rows = (q_start + offs_m).to(tl.int64)
-        if USE_TMA:
-            q_t = tl.trans(q_src.load([start_m, 0]))
-            do = do_src.load([start_m, 0])
-        else:
-            q_t = load_tile(q_src + rows[None, :] * stride_qs + offs_d[:, None], row_ok, d_ok,
-                            MASKED, EVEN_D, True)
-            do = load_tile(do_src + rows[:, None] * stride_ds + offs_d[None, :], row_ok, d_ok,
-                           MASKED, EVEN_D)
+        q_t = load_rows(q_src, start_m, rows, row_ok, stride_qs, offs_d, d_ok, MASKED, EVEN_D,
+                        USE_TMA, True)
+        do = load_rows(do_src, start_m, rows, row_ok, stride_ds, offs_d, d_ok, MASKED, EVEN_D,
+                       USE_TMA)
         if MASKED:
             lse2 = tl.load(LSE + l_base + offs_m, mask=row_ok, other=float("inf")) * LOG2E_C
             delta = tl.load(DELTA + l_base + offs_m, mask=row_ok, other=0.0)
@@ -188,14 +184,11 @@ def _dq_tiles(
     for start_n in range(lo, hi, BLOCK_N):
         cols = start_n + offs_n
         col_ok = cols < seqlen_k
-        if USE_TMA:
-            k = k_src.load([start_n, 0])
-            v = v_src.load([start_n, 0])
-        else:
-            k = load_tile(k_src + cols.to(tl.int64)[:, None] * stride_ks + offs_d[None, :],
-                          col_ok, d_ok, MASKED, EVEN_D)
-            v = load_tile(v_src + cols.to(tl.int64)[:, None] * stride_vs + offs_d[None, :],
-                          col_ok, d_ok, MASKED, EVEN_D)
+        rows = cols.to(tl.int64)
+        k = load_rows(k_src, start_n, rows, col_ok, stride_ks, offs_d, d_ok, MASKED, EVEN_D,
+                      USE_TMA)
+        v = load_rows(v_src, start_n, rows, col_ok, stride_vs, offs_d, d_ok, MASKED, EVEN_D,
+                      USE_TMA)
         s = scores(dot(q, tl.trans(k), DOT_FP32), qk_scale, softcap, HAS_SOFTCAP)
         p = tl.exp2(s - lse2[:, None])
         if MASKED:

@@ -16,7 +16,7 @@ import triton.language as tl
 
 from ._common import (
     INTERPRET, LN2, LOG2E, TiledLaunch, autotuned, block_d, check_grid, dot, keep_mask,
-    row_source, last_dim_contiguous, load_tile, lse_layout, row_shift, scores_unscaled,
+    row_source, last_dim_contiguous, load_rows, lse_layout, row_shift, scores_unscaled,
     seq_bucket, seq_layout, tma_ready, visible,
 )
 
@@ -41,11 +41,8 @@ def _fwd_tiles(
     for start_n in range(lo, hi, BLOCK_N):
         cols = start_n + offs_n
         col_ok = cols < seqlen_k
-        if USE_TMA:
-            k = k_src.load([start_n, 0])
-        else:
-            k = load_tile(k_src + cols.to(tl.int64)[:, None] * stride_ks + offs_d[None, :],
-                          col_ok, d_ok, MASKED, EVEN_D)
+        k = load_rows(k_src, start_n, cols.to(tl.int64), col_ok, stride_ks, offs_d, d_ok, MASKED,
+                      EVEN_D, USE_TMA)
         # s * s_scale are the scores in log2 units; the scale is applied once per row to the
         # max and folded into exp2's argument (one FMA per score instead of a multiply and an add).
         s, s_scale = scores_unscaled(dot(q, tl.trans(k), DOT_FP32), qk_scale, softcap, HAS_SOFTCAP)
@@ -79,11 +76,8 @@ def _fwd_tiles(
             keep = keep_mask(seed, dropout_p, b, h, num_heads_q, max_seqlen_q, max_seqlen_k,
                              offs_m, cols)
             p = tl.where(keep, p * drop_scale, 0.0)
-        if USE_TMA:
-            v = v_src.load([start_n, 0])
-        else:
-            v = load_tile(v_src + cols.to(tl.int64)[:, None] * stride_vs + offs_d[None, :],
-                          col_ok, d_ok, MASKED, EVEN_D)
+        v = load_rows(v_src, start_n, cols.to(tl.int64), col_ok, stride_vs, offs_d, d_ok, MASKED,
+                      EVEN_D, USE_TMA)
         acc = acc * alpha[:, None] + dot(p.to(v.dtype), v, DOT_FP32)
     return acc, l_i, m1, tied, shift
 
