@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 import triton
+import triton.language as tl
 
 from hf_stable_attn.kernels import _common
 from hf_stable_attn.kernels._common import TiledLaunch, specialization
@@ -119,16 +120,20 @@ def test_without_tma_the_first_pointer_entry_is_launched(monkeypatch):
         assert (kwargs["BLOCK_M"], kwargs["BLOCK_N"], kwargs["USE_TMA"]) == expected
 
 
+@triton.jit
+def _stand_in(X, TMA_OK: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
+              BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr):
+    pass
+
+
 def test_autotuning_skips_tma_configs_where_tma_cannot_address_the_tensors():
     table = {64: [(64, 128, 4, 3, True), (128, 64, 8, 3)], 128: [(64, 64, 4, 3)]}
-    entries = sorted({_common.tile_config(c) for cs in table.values() for c in cs})
-    configs = [triton.Config({"BLOCK_M": m, "BLOCK_N": n, "USE_TMA": t}, num_warps=w,
-                             num_stages=s) for m, n, w, s, t in entries]
-    prune = _common.prune_configs(lambda d: {_common.tile_config(c) for c in table[d]})
+    tuner = _common.autotuned(_stand_in, table, key=["TMA_OK"])
+    assert len(tuner.configs) == 3
 
     def kept(**kwargs):
         return sorted((c.kwargs["BLOCK_M"], c.kwargs["USE_TMA"])
-                      for c in prune(configs, {}, **kwargs))
+                      for c in tuner.early_config_prune(tuner.configs, {}, **kwargs))
 
     assert kept(BLOCK_D=64, TMA_OK=True) == [(64, True), (128, False)]
     assert kept(BLOCK_D=64, TMA_OK=False) == [(128, False)]
