@@ -37,6 +37,7 @@ os.environ["HF_STABLE_ATTN_TMA"] = "1"  # TMA candidates run as TMA (whatever th
 import torch  # noqa: E402
 
 from benchmarks.bench_attention import Shape, attention_flops  # noqa: E402
+from hf_stable_attn.kernels._common import TMA_MIN_SEQLEN  # noqa: E402
 
 PARTS = ("fwd", "fwd_nofix", "dkdv", "dq")
 GRIDS = {
@@ -71,8 +72,10 @@ def default_shapes(total_tokens: int, hidden: int, head_dims=None) -> list[Shape
 
 
 def small(shape: Shape) -> Shape:
-    """Same compile-time specialisation (divisibility by 16, group size), tiny problem."""
-    return Shape("bf16", 256, 2, shape.heads_q, shape.heads_kv, shape.head_dim, shape.causal)
+    """Same compile-time specialisation (divisibility by 16, group size, long enough for the
+    TMA configs), small problem."""
+    return Shape("bf16", TMA_MIN_SEQLEN, 1, shape.heads_q, shape.heads_kv, shape.head_dim,
+                 shape.causal)
 
 
 def make_inputs(shape: Shape, seed: int = 0):
@@ -93,11 +96,15 @@ class Runner:
         self.bwd_mod = importlib.import_module(f"{package}.flash_bwd")
         self.block_d = importlib.import_module(f"{package}._common").block_d
 
+    def tables(self, part: str) -> dict:
+        """The package's config table (padded head dim -> entries) of the kernel ``part`` tunes."""
+        if part.startswith("fwd"):
+            return self.fwd_mod._FWD_CONFIGS
+        return self.bwd_mod._DKDV_CONFIGS if part == "dkdv" else self.bwd_mod._DQ_CONFIGS
+
     def table(self, part: str, head_dim: int) -> list[tuple]:
         """The package's own table entries for ``part`` at ``head_dim``."""
-        tables = dict(fwd=self.fwd_mod._FWD_CONFIGS, dkdv=self.bwd_mod._DKDV_CONFIGS,
-                      dq=self.bwd_mod._DQ_CONFIGS)
-        return list(tables["fwd" if part.startswith("fwd") else part][self.block_d(head_dim)])
+        return list(self.tables(part)[self.block_d(head_dim)])
 
     def call(self, part: str, cfg, shape: Shape, tensors):
         q, k, v, dout = tensors
@@ -107,14 +114,12 @@ class Runner:
                   causal=shape.causal, window_left=-1, window_right=-1, softcap=0.0,
                   dropout_p=0.0, seed=0)
         fix = dict(beta=4.0, tie_window=2.0 ** -9, min_gap=2.0 ** -7, max_gap=64.0)
+        table = self.tables(part)
         if part.startswith("fwd"):
-            table = self.fwd_mod._FWD_CONFIGS
-
             def run():
                 return self.fwd_mod.flash_attn_fwd(q, k, v, **kw, **fix, stabilize=part == "fwd")
         else:
             out, lse = self.fwd_mod.flash_attn_fwd(q, k, v, **kw, **fix, stabilize=True)
-            table = self.bwd_mod._DKDV_CONFIGS if part == "dkdv" else self.bwd_mod._DQ_CONFIGS
 
             def run():
                 return self.bwd_mod.flash_attn_bwd(dout, q, k, v, out, lse, **kw)
