@@ -26,6 +26,8 @@ TMA_MIN_SEQLEN = 2048
 
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
+# PTX inline assembly where the kernels compile for an NVIDIA GPU (not under the interpreter).
+PTX = tl.constexpr(not INTERPRET and torch.version.hip is None)
 
 
 @triton.jit
@@ -35,6 +37,19 @@ def dot(a, b, DOT_FP32: tl.constexpr):
         return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")
     else:
         return tl.dot(a, b)
+
+
+@triton.jit
+def at_least(x, y):
+    """1.0 where ``x >= y`` else 0.0 (fp32, ``y`` broadcast to ``x``'s shape): one
+    ``set.ge.f32.f32`` per element on NVIDIA GPUs instead of a compare and a select (the tie
+    count of ``flash_fwd``; docs/kernel_notes.md v6b, v8b)."""
+    if PTX:
+        return tl.inline_asm_elementwise("set.ge.f32.f32 $0, $1, $2;", "=r,r,r",
+                                         [x, tl.broadcast_to(y, x.shape)], dtype=tl.float32,
+                                         is_pure=True, pack=1)
+    else:
+        return tl.where(x >= y, 1.0, 0.0)
 
 
 @triton.jit

@@ -15,7 +15,7 @@ import triton
 import triton.language as tl
 
 from ._common import (
-    INTERPRET, LN2, LOG2E, TiledLaunch, autotuned, block_d, check_grid, dot, keep_mask,
+    INTERPRET, LN2, LOG2E, TiledLaunch, at_least, autotuned, block_d, check_grid, dot, keep_mask,
     row_source, last_dim_contiguous, load_rows, lse_layout, row_shift, scores_unscaled,
     seq_bucket, seq_layout, tma_ready, visible,
 )
@@ -61,7 +61,7 @@ def _fwd_tiles(
                 # the window, plus the old runner-up when the max did not move. The count is
                 # an fp32 sum (measured faster than an int32 one, docs/kernel_notes.md v5).
                 floor = m1_new - tie_window
-                near = tl.sum(tl.where(s >= (floor * (1.0 / s_scale))[:, None], 1.0, 0.0), 1)
+                near = tl.sum(at_least(s, (floor * (1.0 / s_scale))[:, None]), 1)
                 near += tl.where(m1 >= floor, 1.0, 0.0)
                 near += tl.where(tied & (m1 == m1_new), 1.0, 0.0)
                 tied = near >= 2.0

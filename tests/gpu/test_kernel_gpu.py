@@ -23,7 +23,7 @@ pytestmark = [
 if torch.cuda.is_available():
     from hf_stable_attn.kernels import flash_attn_bwd, flash_attn_fwd
 
-from hf_stable_attn.shift_rule import shift_params  # noqa: E402
+from hf_stable_attn.shift_rule import row_shift, shift_params  # noqa: E402
 from hf_stable_attn.testing import attention_oracle, check_flash_rule  # noqa: E402
 
 HEAD_DIMS = [32, 40, 64, 80, 96, 111, 128, 160, 192, 256]
@@ -176,3 +176,33 @@ def test_structural_no_p_rounds_to_one(positions):
     assert (p_max(shift) < 1.0).all()
     _, _, plain = _fwd(q, k, v, m, shift_params(q.dtype, stabilize=False), return_shift=True)
     assert (p_max(plain) == 1.0).all()
+
+
+@pytest.mark.parametrize("sk", [1024, 4096], ids=["pointer-loads", "tma-loads"])
+def test_tie_decisions_match_the_shift_rule(sk):
+    """Rows whose top two scores (in different key tiles) lie a few bf16 steps apart, some inside
+    the tie window and some outside: every row's shift equals ``shift_rule.row_shift`` of its
+    top two scores. Both lengths, since from ``TMA_MIN_SEQLEN`` on other tile configs run."""
+    torch.manual_seed(sk)  # drawn on the CPU: the fractions below were checked for these seeds
+    d, sq = 64, 512
+    u = torch.randn(d)
+    q = (0.3 * torch.randn(1, sq, 1, d) + u).to(torch.bfloat16).cuda()
+    k = 0.3 * torch.randn(1, sk, 1, d)
+    k[0, 100, 0] = 3 * u
+    k[0, sk - 300, 0] = 3 * u + 0.003 * torch.randn(d)
+    k = k.to(torch.bfloat16).cuda()
+    v = torch.randn(1, sk, 1, d).to(torch.bfloat16).cuda()
+    m = _masking(q, k)
+    params = shift_params(q.dtype)
+    s = (q[0, :, 0].float() @ k[0, :, 0].float().T) * m["softmax_scale"]
+    top = s.topk(2, -1).values
+    gap = top[:, 0] - top[:, 1]
+    tied = gap <= params.tie_window
+    assert tied.any() and (~tied).any(), "construction must give tied and untied rows"
+
+    _, _, shift = _fwd(q, k, v, m, return_shift=True)
+    expected = row_shift(top[:, 0], top[:, 1], params)
+    clear = (gap - params.tie_window).abs() > 1e-4  # fp32 summation order decides the rest
+    assert clear.float().mean() > 0.9
+    got = shift[0, 0]
+    assert torch.allclose(got[clear], expected[clear], rtol=1e-5, atol=1e-5)
