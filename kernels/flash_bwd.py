@@ -1,13 +1,17 @@
 """FlashAttention-2 backward, deterministic (no atomics): a dQ kernel (one program per query
 tile and head, looping over key tiles), which also computes and stores
 ``delta = rowsum(dO * O)``, then a dK/dV kernel (one program per key tile and KV head, looping
-over the group's query heads and the query tiles).
+over the group's query heads and the query tiles). Where that makes too few programs to fill the
+GPU (GQA/MQA with few KV heads), each KV head's query heads are split over ``splits`` programs
+that write fp32 partial dK/dV, summed afterwards in a fixed order (still deterministic).
 
 ``P = exp2(s - lse * log2(e))`` is recomputed from the forward's log-sum-exp, so the stabilized
 shift needs nothing here; dropout's keep mask is recomputed from the seed.
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 import triton
@@ -82,9 +86,10 @@ def _dkdv_kernel(
     stride_db, stride_ds, stride_dh,
     stride_dkb, stride_dks, stride_dkh,
     stride_dvb, stride_dvs, stride_dvh,
+    stride_split_dk, stride_split_dv,
     stride_lb, stride_lh,
     seqlen_q_dense, seqlen_k_dense, max_seqlen_q, max_seqlen_k,
-    num_heads_q, num_heads_k, group, head_dim,
+    num_heads_q, num_heads_k, group, splits, head_dim,
     softmax_scale, qk_scale, softcap, window_left, window_right,
     dropout_p, drop_scale, seed,
     SEQ_BUCKET,
@@ -94,7 +99,8 @@ def _dkdv_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr,
 ):
     start_n = tl.program_id(0) * BLOCK_N
-    bh = tl.program_id(1)
+    split = tl.program_id(1) % splits  # this program's share of the group's query heads
+    bh = tl.program_id(1) // splits
     b = bh // num_heads_k
     hk = bh % num_heads_k
     if IS_VARLEN:
@@ -143,7 +149,8 @@ def _dkdv_kernel(
     dv = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
     consts = (seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k, num_heads_q, qk_scale, softcap,
               window_left, window_right, dropout_p, drop_scale, seed)
-    for g in range(0, group):
+    heads_per_split = group // splits
+    for g in range(split * heads_per_split, (split + 1) * heads_per_split):
         h = hk * group + g
         q_src = Q + b64 * stride_qb + h * stride_qh
         do_src = DO + b64 * stride_db + h * stride_dh
@@ -163,8 +170,10 @@ def _dkdv_kernel(
                              HAS_SOFTCAP, HAS_DROPOUT, DOT_FP32, EVEN_D, BLOCK_M, USE_TMA)
 
     dk = dk * softmax_scale
-    dk_ptrs = DK + b64 * stride_dkb + hk * stride_dkh + krows * stride_dks + offs_d[None, :]
-    dv_ptrs = DV + b64 * stride_dvb + hk * stride_dvh + krows * stride_dvs + offs_d[None, :]
+    dk_ptrs = (DK + split * stride_split_dk + b64 * stride_dkb + hk * stride_dkh
+               + krows * stride_dks + offs_d[None, :])
+    dv_ptrs = (DV + split * stride_split_dv + b64 * stride_dvb + hk * stride_dvh
+               + krows * stride_dvs + offs_d[None, :])
     tl.store(dk_ptrs, dk.to(DK.dtype.element_ty), mask=kv_mask)
     tl.store(dv_ptrs, dv.to(DV.dtype.element_ty), mask=kv_mask)
 
@@ -323,7 +332,7 @@ _DQ_CONFIGS = {
 _KEY = ["SEQ_BUCKET", "head_dim", "group", "HAS_WR", "HAS_WL", "IS_VARLEN", "HAS_DROPOUT",
         "TMA_OK"]
 _dkdv_launch = TiledLaunch(
-    _dkdv_kernel, _DKDV_CONFIGS, autotuned(_dkdv_kernel, _DKDV_CONFIGS, _KEY))
+    _dkdv_kernel, _DKDV_CONFIGS, autotuned(_dkdv_kernel, _DKDV_CONFIGS, [*_KEY, "splits"]))
 _dq_launch = TiledLaunch(_dq_kernel, _DQ_CONFIGS, autotuned(_dq_kernel, _DQ_CONFIGS, _KEY))
 
 
@@ -384,9 +393,49 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
     _dq_launch(lambda meta: (triton.cdiv(int(max_seqlen_q), meta["BLOCK_M"]), batch * hq),
                bd, key, dq_args, flags)
 
-    dkdv_args = (q, k, v, dout, lse, delta, dk, dv, cu_q, cu_k, *qkv, *do_layout,
-                 *seq_layout(dk, varlen), *seq_layout(dv, varlen), *lse_strides,
-                 *common, hq, hk, hq // hk, head_dim, *tail)
-    _dkdv_launch(lambda meta: (triton.cdiv(int(max_seqlen_k), meta["BLOCK_N"]), batch * hk),
-                 bd, key, dkdv_args, flags)
+    # dK/dV: a program per key tile and KV head, or per key tile and part of a KV head's group
+    # (programs counted with 64-key tiles, those of most dK/dV configs).
+    splits = group_splits(triton.cdiv(int(max_seqlen_k), 64) * batch * hk, hq // hk,
+                          sm_count(q.device))
+    if splits > 1:
+        dk_out = torch.empty((splits, *k.shape), device=k.device, dtype=torch.float32)
+        dv_out = torch.empty((splits, *v.shape), device=v.device, dtype=torch.float32)
+    else:
+        dk_out, dv_out = dk.unsqueeze(0), dv.unsqueeze(0)
+    dkdv_args = (q, k, v, dout, lse, delta, dk_out, dv_out, cu_q, cu_k, *qkv, *do_layout,
+                 *seq_layout(dk_out[0], varlen), *seq_layout(dv_out[0], varlen),
+                 dk_out.stride(0), dv_out.stride(0), *lse_strides,
+                 *common, hq, hk, hq // hk, splits, head_dim, *tail)
+    _dkdv_launch(
+        lambda meta: (triton.cdiv(int(max_seqlen_k), meta["BLOCK_N"]), batch * hk * splits),
+        bd, (*key, splits), dkdv_args, flags)
+    if splits > 1:  # the partials in a fixed order: deterministic
+        dk.copy_(dk_out.sum(0))
+        dv.copy_(dv_out.sum(0))
     return dq, dk, dv
+
+
+# Programs the dK/dV kernel should have at least, per SM: GQA 8:1 at 4096 tokens (H200, 132 SMs)
+# ran its backward in 2.30 ms unsplit, 2.18 ms at 4 per SM (2 splits), 2.09 at 8 (4 splits),
+# 2.11 at 16 (8 splits); docs/kernel_notes.md v8c.
+PROGRAMS_PER_SM = 8
+
+
+def group_splits(programs: int, group: int, sms: int) -> int:
+    """Into how many programs to split each KV head's ``group`` query heads in the dK/dV kernel,
+    given its ``programs`` (key tiles x batch x KV heads) unsplit and the GPU's ``sms``: the
+    smallest divisor of the group reaching ``PROGRAMS_PER_SM * sms`` programs, else the group.
+    With few programs the longest ones (a causal mask's first key tiles, which every later query
+    sees, times the whole group) set the kernel's time."""
+    for splits in range(1, group + 1):
+        if group % splits == 0 and programs * splits >= PROGRAMS_PER_SM * sms:
+            return splits
+    return group
+
+
+@functools.lru_cache(maxsize=None)
+def sm_count(device: torch.device) -> int:
+    """Streaming multiprocessors of a CUDA device; 1 elsewhere (the interpreter)."""
+    if device.type != "cuda":
+        return 1
+    return torch.cuda.get_device_properties(device).multi_processor_count

@@ -140,6 +140,26 @@ def test_dense_tails_gqa(hk, causal):
 
 
 @interp
+@pytest.mark.parametrize("hk,splits,causal", [(2, 3, True), (1, 2, False), (1, 4, True)],
+                         ids=["gqa-split3", "mqa-split2", "mqa-split4"])
+def test_dkdv_with_the_group_split_over_programs(monkeypatch, hk, splits, causal):
+    """Each KV head's query heads split over ``splits`` dK/dV programs (fp32 partials summed
+    afterwards) give the same gradients as the reference, dense and packed. (The unsplit path
+    is ``test_dense_tails_gqa``'s; this interpreter truncates fp32 -> bf16 where a GPU rounds to
+    nearest, so unsplit results here carry up to one more bf16 step than split ones.)"""
+    from hf_stable_attn.kernels import flash_bwd
+
+    monkeypatch.setattr(flash_bwd, "group_splits", lambda programs, group, sms: splits)
+    heads_q = 6 if hk == 2 else 4
+    q, k, v = _inputs((2, 37, heads_q, 16), (2, 45, hk, 16), seed=splits)
+    check_case(q, k, v, _masking(causal=causal))
+    cu = torch.tensor([0, 20, 37], dtype=torch.int32)
+    cu_k = torch.tensor([0, 25, 45], dtype=torch.int32)
+    check_case(q[0], k[0], v[0], _masking(cu_seqlens_q=cu, cu_seqlens_k=cu_k, max_seqlen_q=20,
+                                          max_seqlen_k=25, causal=causal))
+
+
+@interp
 @pytest.mark.parametrize("sq,sk", [(19, 40), (40, 19), (1, 33)])
 def test_causal_q_len_differs(sq, sk):
     """Bottom-right alignment; (40, 19) has rows that see no key (out 0, lse +inf)."""

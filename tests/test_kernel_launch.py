@@ -166,3 +166,20 @@ def test_tma_needs_long_sequences_aligned_strides_and_is_off_under_the_interpret
     assert not _common.tma_ready(long - 1, x)
     assert not _common.tma_ready(long, torch.zeros(2, 16, 3, 40, dtype=torch.bfloat16)[..., :36])
     assert not _common.tma_ready(long, torch.zeros(2, 16, 3, 111, dtype=torch.bfloat16))
+
+
+@pytest.mark.parametrize("programs, group, sms, expected", [
+    (4096, 1, 132, 1),  # MHA: never split
+    (2048, 4, 132, 1),  # enough programs already
+    (1024, 4, 132, 2),  # Llama ~1B (8 KV heads, 4:1) at 2 x 4096 tokens
+    (512, 8, 132, 4),   # 2 KV heads, 8:1: four times the programs reach 8 per SM
+    (16, 4, 132, 4),    # nothing reaches the target: one query head per program
+    (10, 6, 10, 6),     # divisors of 6 only (2 and 3 fall short)
+    (30, 6, 10, 3),
+])
+def test_dkdv_group_split_is_the_smallest_divisor_that_fills_the_gpu(programs, group, sms,
+                                                                     expected):
+    from hf_stable_attn.kernels import flash_bwd
+
+    assert flash_bwd.PROGRAMS_PER_SM == 8
+    assert flash_bwd.group_splits(programs, group, sms) == expected
