@@ -1,0 +1,98 @@
+"""Where a training step's attention time goes: GPU time per kernel of our forward + backward
+(forward, dQ with delta, dK/dV), with the fix on and off, next to cuDNN SDPA's kernels on the same
+inputs, from the CUDA profiler (no host time). Shapes as ``benchmarks/tune_kernel.py``'s defaults
+(bf16, seqlen 4096, 16k tokens, hidden 2048). Each implementation's tile configs are its tables'
+first entries (``HF_STABLE_ATTN_AUTOTUNE=0``), which the autotuner picked at these shapes.
+
+Run: ``PYTHONPATH=$PWD python gpu/kernel_split.py OUT.json`` (GPU only).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections import defaultdict
+from dataclasses import asdict
+
+os.environ.setdefault("HF_STABLE_ATTN_AUTOTUNE", "0")
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
+
+import hf_stable_attn  # noqa: E402
+from benchmarks.tune_kernel import default_shapes  # noqa: E402
+
+STEPS = 10
+
+
+def kernel_ms(step, leaves) -> dict[str, float]:
+    """Mean GPU milliseconds per ``step()`` of each CUDA kernel it launches (after a warm-up);
+    the ``leaves``' gradients are reset before every step, so no accumulation kernel runs."""
+
+    def fresh_step():
+        for t in leaves:
+            t.grad = None
+        step()
+
+    for _ in range(3):
+        fresh_step()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(STEPS):
+            fresh_step()
+        torch.cuda.synchronize()
+    total = defaultdict(float)
+    for event in prof.events():
+        if event.device_type == torch.autograd.DeviceType.CUDA:
+            total[event.name] += event.time_range.elapsed_us() / 1000.0
+    return {name: ms / STEPS for name, ms in sorted(total.items(), key=lambda kv: -kv[1])}
+
+
+def main(out_path: str) -> None:
+    records = []
+    for shape in default_shapes(16384, 2048):
+        def randn(heads):
+            return torch.randn(shape.batch, shape.seqlen, heads, shape.head_dim, device="cuda",
+                               dtype=torch.bfloat16, requires_grad=True)
+
+        q, k, v = randn(shape.heads_q), randn(shape.heads_kv), randn(shape.heads_kv)
+        dout = torch.randn_like(q)
+        steps = {}
+        for stabilize in (True, False):
+            def ours(stabilize=stabilize):
+                out = hf_stable_attn.flash_attn_func(q, k, v, causal=shape.causal,
+                                                     backend="triton", stabilize=stabilize)
+                out.backward(dout)
+            steps["stable_flash" if stabilize else "stable_flash_nofix"] = ours
+
+        def cudnn():
+            with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+                out = F.scaled_dot_product_attention(
+                    q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                    is_causal=shape.causal, enable_gqa=shape.heads_q != shape.heads_kv)
+            out.backward(dout.transpose(1, 2))
+        steps["sdpa_cudnn"] = cudnn
+
+        for impl, step in steps.items():
+            try:
+                kernels = kernel_ms(step, (q, k, v))
+                record = dict(impl=impl, **asdict(shape), kernels_ms=kernels,
+                              total_ms=sum(kernels.values()))
+            except Exception as exc:  # noqa: BLE001  (a refused shape is a result)
+                error = f"{type(exc).__name__}: {exc}"[:300]
+                record = dict(impl=impl, **asdict(shape), error=error)
+            records.append(record)
+            top = {name[:60]: round(ms, 3)
+                   for name, ms in list(record.get("kernels_ms", {}).items())[:4]}
+            print(json.dumps(dict(impl=impl, d=shape.head_dim, causal=shape.causal,
+                                  hkv=shape.heads_kv, total=record.get("total_ms"), top=top)),
+                  flush=True)
+    report = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, records=records)
+    with open(out_path, "w") as f:
+        json.dump(report, f, indent=1)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
