@@ -3,9 +3,9 @@ correct attention on this GPU? A minimal flash-attention forward (TMA descriptor
 no mask, no fix), with and without it, against ``scaled_dot_product_attention``.
 
 On an H200 with triton 3.6 the warp-specialized kernel returned NaN in every config while the
-same kernel without it matched SDPA (docs/kernel_notes.md, v8a;
-docs/results/gpu_tests_v8/ws_diag.json, whose "mini" records are this script's kernel and
-configs). Rerun it on a newer Triton before trying warp specialization in our kernels.
+same kernel without it matched SDPA (docs/results/gpu_tests_v8/warp_specialize_check.log;
+docs/kernel_notes.md, v8a). Rerun it on a newer Triton before trying warp specialization in our
+kernels.
 
 Run: ``python gpu/warp_specialize_check.py`` (GPU only; prints one JSON line per config).
 """

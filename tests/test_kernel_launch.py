@@ -174,8 +174,8 @@ def test_tma_needs_long_sequences_aligned_strides_and_is_off_under_the_interpret
     (1024, 4, 132, 2),  # Llama ~1B (8 KV heads, 4:1) at 2 x 4096 tokens
     (512, 8, 132, 4),   # 2 KV heads, 8:1: four times the programs reach 8 per SM
     (16, 4, 132, 4),    # nothing reaches the target: one query head per program
-    (10, 6, 10, 6),     # divisors of 6 only (2 and 3 fall short)
-    (30, 6, 10, 3),
+    (10, 6, 10, 6),     # no divisor of 6 reaches 80 programs (6 gives 60): the whole group
+    (30, 6, 10, 3),     # 2 gives 60, 3 gives 90 (divisors of the group only)
 ])
 def test_dkdv_group_split_is_the_smallest_divisor_that_fills_the_gpu(programs, group, sms,
                                                                      expected):
