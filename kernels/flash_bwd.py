@@ -28,7 +28,7 @@ LOG2E_C = tl.constexpr(LOG2E)
 @triton.jit
 def _dkdv_tiles(
     dk, dv, k, v, q_src, do_src, LSE, DELTA, l_base, stride_qs, stride_ds,
-    offs_n, offs_d, d_ok, b, h, q_start, lo, hi, seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k,
+    offs_n, offs_d, d_ok, b, h, lo, hi, seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k,
     num_heads_q, qk_scale, softcap, window_left, window_right, dropout_p, drop_scale, seed,
     MASKED: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
     HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
@@ -37,13 +37,12 @@ def _dkdv_tiles(
     """Query tiles ``[lo, hi)`` of one head against a resident key tile, in the transposed
     orientation (scores as (BLOCK_N, BLOCK_M)) so no register tile needs a transpose.
     Unmasked tiles lie inside the sequence and the window. Q/dO come from TMA descriptors
-    ``q_src``/``do_src`` (this sequence's rows) when USE_TMA, else from pointers at those bases
-    (rows offset by ``q_start``)."""
+    ``q_src``/``do_src`` (this sequence's rows) when USE_TMA, else from pointers at those bases."""
     offs_m0 = tl.arange(0, BLOCK_M)
     for start_m in range(lo, hi, BLOCK_M):
         offs_m = start_m + offs_m0
         row_ok = offs_m < seqlen_q
-        rows = (q_start + offs_m).to(tl.int64)
+        rows = offs_m.to(tl.int64)
         q_t = load_rows(q_src, start_m, rows, row_ok, stride_qs, offs_d, d_ok, MASKED, EVEN_D,
                         USE_TMA, True)
         do = load_rows(do_src, start_m, rows, row_ok, stride_ds, offs_d, d_ok, MASKED, EVEN_D,
@@ -152,16 +151,13 @@ def _dkdv_kernel(
     heads_per_split = group // splits
     for g in range(split * heads_per_split, (split + 1) * heads_per_split):
         h = hk * group + g
-        q_src = Q + b64 * stride_qb + h * stride_qh
-        do_src = DO + b64 * stride_db + h * stride_dh
-        if USE_TMA:  # descriptors start at this sequence's rows; pointer loads add q_start
-            q_src = row_source(q_src + q_start.to(tl.int64) * stride_qs, seqlen_q, head_dim,
-                               stride_qs, BLOCK_M, BLOCK_D, True)
-            do_src = row_source(do_src + q_start.to(tl.int64) * stride_ds, seqlen_q, head_dim,
-                                stride_ds, BLOCK_M, BLOCK_D, True)
+        q_base = Q + b64 * stride_qb + h * stride_qh + q_start.to(tl.int64) * stride_qs
+        do_base = DO + b64 * stride_db + h * stride_dh + q_start.to(tl.int64) * stride_ds
+        q_src = row_source(q_base, seqlen_q, head_dim, stride_qs, BLOCK_M, BLOCK_D, USE_TMA)
+        do_src = row_source(do_base, seqlen_q, head_dim, stride_ds, BLOCK_M, BLOCK_D, USE_TMA)
         l_base = b64 * stride_lb + h * stride_lh + q_start
         args = (k, v, q_src, do_src, LSE, DELTA, l_base, stride_qs, stride_ds,
-                offs_n, offs_d, d_ok, b, h, q_start)
+                offs_n, offs_d, d_ok, b, h)
         dk, dv = _dkdv_tiles(dk, dv, *args, lo, full_lo, *consts, True, HAS_WL, HAS_WR,
                              HAS_SOFTCAP, HAS_DROPOUT, DOT_FP32, EVEN_D, BLOCK_M, USE_TMA)
         dk, dv = _dkdv_tiles(dk, dv, *args, full_lo, full_hi, *consts, False, HAS_WL, HAS_WR,
@@ -410,8 +406,8 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
         lambda meta: (triton.cdiv(int(max_seqlen_k), meta["BLOCK_N"]), batch * hk * splits),
         bd, (*key, splits), dkdv_args, flags)
     if splits > 1:  # the partials in a fixed order: deterministic
-        dk.copy_(dk_out.sum(0))
-        dv.copy_(dv_out.sum(0))
+        torch.sum(dk_out, 0, out=dk)
+        torch.sum(dv_out, 0, out=dv)
     return dq, dk, dv
 
 
