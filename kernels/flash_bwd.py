@@ -405,10 +405,17 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
     _dkdv_launch(
         lambda meta: (triton.cdiv(int(max_seqlen_k), meta["BLOCK_N"]), batch * hk * splits),
         bd, (*key, splits), dkdv_args, flags)
-    if splits > 1:  # the partials in a fixed order: deterministic
-        torch.sum(dk_out, 0, out=dk)
-        torch.sum(dv_out, 0, out=dv)
+    if splits > 1:
+        sum_partials(dk_out, dk)
+        sum_partials(dv_out, dv)
     return dq, dk, dv
+
+
+def sum_partials(partials: torch.Tensor, out: torch.Tensor) -> None:
+    """``out = partials.sum(0)``: the group split's fp32 partials (splits, *out.shape) summed in
+    fp32 in a fixed order (deterministic), then rounded once to ``out``'s dtype.
+    (``torch.sum(partials, 0, out=out)`` would round every partial to that dtype first.)"""
+    out.copy_(partials.sum(0))
 
 
 # Programs the dK/dV kernel should have at least, per SM: GQA 8:1 at 4096 tokens (H200, 132 SMs)
