@@ -37,7 +37,7 @@ os.environ["HF_STABLE_ATTN_TMA"] = "1"  # TMA candidates run as TMA (whatever th
 import torch  # noqa: E402
 
 from benchmarks.bench_attention import Shape, attention_flops  # noqa: E402
-from hf_stable_attn.kernels._common import TMA_MIN_SEQLEN  # noqa: E402
+from hf_stable_attn.kernels._common import TMA_MIN_SEQLEN, tile_config  # noqa: E402
 
 PARTS = ("fwd", "fwd_nofix", "dkdv", "dq")
 GRIDS = {
@@ -170,7 +170,7 @@ def main(argv=None) -> None:
         if args.grid == "full":
             return candidates(part, args.tma)
         return [c for c in runner.table(part, shape.head_dim)
-                if args.tma == "with" or (len(c) > 4 and c[4]) == (args.tma == "only")]
+                if args.tma == "with" or tile_config(c)[4] == (args.tma == "only")]
 
     work = [(p, c, s) for s in shapes for p in args.parts for c in configs(p, s)]
 
@@ -196,7 +196,7 @@ def main(argv=None) -> None:
             report["cut_by_budget"] = True
             break
         rec = dict(part=part, **asdict(shape), block_m=cfg[0], block_n=cfg[1], num_warps=cfg[2],
-                   num_stages=cfg[3], tma=len(cfg) > 4, ms=None, tflops=None,
+                   num_stages=cfg[3], tma=tile_config(cfg)[4], ms=None, tflops=None,
                    error=failed.get((part, cfg, small(shape))))
         if rec["error"] is None:
             if shape not in tensors:

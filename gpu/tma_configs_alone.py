@@ -66,7 +66,7 @@ def run_one(part: str, head_dim: int, config: tuple) -> None:
 
     _common.TMA_MIN_SEQLEN = 0  # TMA at every length here, the short shapes included
     tables = _tables()
-    pointer = {name: [c for c in table[head_dim] if len(c) == 4 or not c[4]][:1]
+    pointer = {name: [c for c in table[head_dim] if not _common.tile_config(c)[4]][:1]
                for name, table in tables.items()}
     for b, sq, sk, hq, hk, causal, wl, hf_layout in SHAPES:
         gen = torch.Generator(device="cuda").manual_seed(sq + hq)
@@ -92,8 +92,10 @@ def run_one(part: str, head_dim: int, config: tuple) -> None:
 
 
 def main() -> None:
+    from hf_stable_attn.kernels._common import tile_config
+
     jobs = [(part, d, c) for part, table in _tables().items() for d in (64, 128)
-            for c in table[d] if len(c) > 4 and c[4]] + REMOVED
+            for c in table[d] if tile_config(c)[4]] + REMOVED
 
     def child(job):
         proc = subprocess.run([sys.executable, __file__, json.dumps(job)], capture_output=True,
