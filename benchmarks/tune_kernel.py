@@ -47,13 +47,14 @@ GRIDS = {
 }
 
 
-def candidates(part: str, tma: str = "with") -> list[tuple]:
+def candidates(part: str, tma: str = "with", tma_min_stages: int = 3) -> list[tuple]:
     """Tile configs of ``part``'s grid: pointer loads (``tma`` "with" or "off") and TMA loads
-    (``tma`` "with" or "only"; 3 stages or more: ptxas crashed on 2-stage TMA kernels)."""
+    (``tma`` "with" or "only") with ``tma_min_stages`` stages or more (the ptxas of CUDA 12.8
+    and 12.9 crash on 2-stage TMA kernels; CUDA 13.5's compiles them)."""
     grid = GRIDS["fwd" if part.startswith("fwd") else part]
     tiles = list(itertools.product(grid["m"], grid["n"], grid["w"]))
     plain = [(m, n, w, s) for m, n, w in tiles for s in grid["s"]] if tma != "only" else []
-    with_tma = [(m, n, w, s, True) for m, n, w in tiles for s in grid["s"] if s >= 3]
+    with_tma = [(m, n, w, s, True) for m, n, w in tiles for s in grid["s"] if s >= tma_min_stages]
     return plain + (with_tma if tma != "off" else [])
 
 
@@ -76,6 +77,12 @@ def small(shape: Shape) -> Shape:
     TMA configs), small problem."""
     return Shape("bf16", TMA_MIN_SEQLEN, 1, shape.heads_q, shape.heads_kv, shape.head_dim,
                  shape.causal)
+
+
+def ptxas_version() -> str:
+    """The ptxas release Triton compiles with (``TRITON_PTXAS_PATH`` or its bundled one)."""
+    from triton import knobs
+    return knobs.nvidia.ptxas.version
 
 
 def make_inputs(shape: Shape, seed: int = 0):
@@ -156,6 +163,8 @@ def main(argv=None) -> None:
                     help="pointer-load configs, TMA-load configs, or both")
     ap.add_argument("--grid", choices=("full", "table"), default="full",
                     help="every candidate of GRIDS, or the package's own table entries")
+    ap.add_argument("--tma-min-stages", type=int, default=3,
+                    help="fewest pipeline stages of the full grid's TMA configs")
     ap.add_argument("--total-tokens", type=int, default=16384)
     ap.add_argument("--hidden", type=int, default=2048)
     ap.add_argument("--jobs", type=int, default=min(16, os.cpu_count() or 1))
@@ -168,7 +177,7 @@ def main(argv=None) -> None:
 
     def configs(part: str, shape: Shape) -> list[tuple]:
         if args.grid == "full":
-            return candidates(part, args.tma)
+            return candidates(part, args.tma, args.tma_min_stages)
         return [c for c in runner.table(part, shape.head_dim)
                 if args.tma == "with" or tile_config(c)[4] == (args.tma == "only")]
 
@@ -188,6 +197,7 @@ def main(argv=None) -> None:
     records = []
     report = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
               "triton": importlib.import_module("triton").__version__, "kernels": args.kernels,
+              "ptxas": ptxas_version(),
               "date": time.strftime("%Y-%m-%d %H:%M"), "compile_s": compile_s, "records": records}
     from triton.testing import do_bench
     tensors = {}

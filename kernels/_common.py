@@ -88,19 +88,30 @@ def tanh(x):
 
 
 @triton.jit
-def row_shift(m1, tied, beta, min_gap, max_gap, STABILIZE: tl.constexpr):
-    """``shift_rule.row_shift`` in log2 units for rows with running max ``m1`` (BLOCK_M,).
+def reciprocal(x):
+    """``1 / x`` as one ``rcp.approx.ftz.f32`` on NVIDIA GPUs (``/`` compiles to a range check,
+    a scale and the reciprocal); plain division under the interpreter."""
+    if PTX:
+        return tl.inline_asm_elementwise("rcp.approx.ftz.f32 $0, $1;", "=r,r", [x],
+                                         dtype=tl.float32, is_pure=True, pack=1)
+    else:
+        return 1.0 / x
+
+
+@triton.jit
+def tie_gap(m1, tied, beta, min_gap, max_gap):
+    """How far ``shift_rule.row_shift`` puts a row's shift above its running max ``m1``, in log2
+    units, (BLOCK_M,): the gap where ``tied`` and ``m1`` is finite, else 0.
 
     ``tied`` is ``m1 - m2 <= tie_window`` for the running second largest ``m2`` (the kernel
     tracks it as a count, see ``flash_fwd``); with SHIFT_SINGLE the caller passes all-true.
+    ``max_gap * tanh(raw / max_gap)`` is written as ``max_gap - 2 max_gap / (e^(2 raw / max_gap)
+    + 1)``, one exp2 and one reciprocal.
     """
-    finite = m1 > float("-inf")
-    base = tl.where(finite, m1, 0.0)
-    if STABILIZE:
-        raw = tl.where(m1 > 0, (beta - 1.0) * m1, -m1)  # target - m1, target = beta*m1 or 0
-        gap = tl.maximum(max_gap * tanh(raw * (1.0 / max_gap)), min_gap)
-        base = tl.where(finite & tied, base + gap, base)
-    return base
+    raw = tl.maximum((beta - 1.0) * m1, -m1)  # target - m1: (beta - 1) m1 if m1 > 0, else -m1
+    e = tl.exp2(raw * (2.8853900817779268 / max_gap))  # e^(2 raw / max_gap)
+    gap = tl.maximum(max_gap - (2.0 * max_gap) * reciprocal(e + 1.0), min_gap)
+    return tl.where(tied & (m1 > float("-inf")), gap, 0.0)
 
 
 @triton.jit

@@ -16,11 +16,12 @@ import triton.language as tl
 
 from ._common import (
     INTERPRET, LN2, LOG2E, TiledLaunch, at_least, autotuned, block_d, check_grid, dot, keep_mask,
-    row_source, last_dim_contiguous, load_rows, lse_layout, row_shift, scores_unscaled,
+    row_source, last_dim_contiguous, load_rows, lse_layout, scores_unscaled, tie_gap,
     seq_bucket, seq_layout, tma_ready, visible,
 )
 
 LN2_C = tl.constexpr(LN2)
+ONE_BITS = tl.constexpr(0x3F800000)  # 1.0f as int32
 
 
 @triton.jit
@@ -52,20 +53,25 @@ def _fwd_tiles(
             s = tl.where(ok, s, float("-inf"))
 
         m1_new = tl.maximum(m1, tl.max(s, 1) * s_scale)
+        shift_new = tl.where(m1_new > float("-inf"), m1_new, 0.0)
         if STABILIZE:
             if SHIFT_SINGLE:
                 tied = m1_new > float("-inf")
             else:
                 # m1 - m2 <= w  <=>  at least two scores (a repeated max counts twice) lie in
                 # [m1 - w, m1]: count them in this tile, plus the old max if it is still in
-                # the window, plus the old runner-up when the max did not move. The count is
-                # an fp32 sum (measured faster than an int32 one, docs/kernel_notes.md v5).
+                # the window, plus the old runner-up when the max did not move. Each counts
+                # 1.0f and the bit patterns are summed as int32: n * 0x3F800000 mod 2^32 is 0
+                # for n = 0, ONE_BITS for n = 1 and neither for 2 <= n < 512 (here n <= BLOCK_N
+                # + 2). ptxas folds two terms per integer add (IADD3), which measured faster
+                # than the fp32 count (docs/kernel_notes.md v10).
                 floor = m1_new - tie_window
-                near = tl.sum(at_least(s, (floor * (1.0 / s_scale))[:, None]), 1)
-                near += tl.where(m1 >= floor, 1.0, 0.0)
-                near += tl.where(tied & (m1 == m1_new), 1.0, 0.0)
-                tied = near >= 2.0
-        shift_new = row_shift(m1_new, tied, beta, min_gap, max_gap, STABILIZE)
+                near = at_least(s, (floor * (1.0 / s_scale))[:, None])
+                near = tl.sum(near.to(tl.int32, bitcast=True), 1)
+                near += at_least(m1, floor).to(tl.int32, bitcast=True)
+                near += tl.where(tied & (m1 == m1_new), ONE_BITS, 0)
+                tied = (near != 0) & (near != ONE_BITS)
+            shift_new += tie_gap(m1_new, tied, beta, min_gap, max_gap)
         alpha = tl.where(m1 > float("-inf"), tl.exp2(shift - shift_new), 1.0)
         m1 = m1_new
         shift = shift_new

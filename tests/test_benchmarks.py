@@ -104,6 +104,22 @@ def test_target_summary_ratios():
     assert "0.976" in rows["ours / flex"] and "not met" in rows["ours / flex"]
     assert "0.800" in rows["ours / sdpa_cudnn"] and rows["ours / sdpa_cudnn"].endswith("| met |")
     assert "1.050" in rows["fix cost (nofix / fix)"] and "not met" in rows["fix cost (nofix / fix)"]
+    assert make_tables.FORWARD_FIX_COST not in rows  # no fwd records: no forward-derived row
+
+
+def test_fix_cost_from_forward_timings():
+    def rec(impl, mode, ms, seqlen=4096):
+        return {"impl": impl, "dtype": "bf16", "mode": mode, "seqlen": seqlen, "head_dim": 64, "causal": False,
+                "heads_q": 32, "heads_kv": 32, "batch": 4, "ms": ms, "tflops": 1.0 / ms}
+
+    records = [rec("stable_flash", "fwd", 1.2), rec("stable_flash_nofix", "fwd", 1.0),
+               rec("stable_flash", "fwd_bwd", 5.0), rec("stable_flash_nofix", "fwd_bwd", 4.0),
+               rec("stable_flash", "fwd", 9.0, seqlen=1024), rec("stable_flash_nofix", "fwd", 1.0, seqlen=1024),
+               rec("stable_flash_nofix", "fwd_bwd", 1.0, seqlen=1024)]  # outside the targets
+    assert make_tables.forward_fix_costs(records) == pytest.approx([1.05])
+    rows = {line.split(" | ")[0].strip("| "): line for line in make_tables.target_summary(records)[2:]}
+    assert "| 1.050 | 1.050 | 1 | not met |" in rows[make_tables.FORWARD_FIX_COST]
+    assert "1.250" in rows["fix cost (nofix / fix)"]  # the direct ratio carries the backward's spread
 
 
 def test_splice_needs_markers():
