@@ -115,6 +115,53 @@ def tie_gap(m1, tied, beta, min_gap, max_gap):
 
 
 @triton.jit
+def sequence_bounds(CU_Q, CU_K, b, seqlen_q_dense, seqlen_k_dense, IS_VARLEN: tl.constexpr):
+    """``(q_start, seqlen_q, k_start, seqlen_k)`` of batch entry ``b``: its first row and length
+    in the packed layout (``cu_seqlens``), or 0 and the dense lengths."""
+    if IS_VARLEN:
+        q_start = tl.load(CU_Q + b)
+        k_start = tl.load(CU_K + b)
+        return q_start, tl.load(CU_Q + b + 1) - q_start, k_start, tl.load(CU_K + b + 1) - k_start
+    else:
+        return 0, seqlen_q_dense, 0, seqlen_k_dense
+
+
+@triton.jit
+def key_tiles(start_m, seqlen_q, seqlen_k, window_left, window_right, HAS_WL: tl.constexpr,
+              HAS_WR: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """The key tiles that query rows ``[start_m, start_m + BLOCK_M)`` see, as ``(lo, full_lo,
+    full_hi, hi)``: ``[lo, full_lo)`` and ``[full_hi, hi)`` straddle a mask boundary (window
+    edges, the sequence end; windows bottom-right aligned), ``[full_lo, full_hi)`` is visible
+    to every row."""
+    diag = seqlen_k - seqlen_q
+    lo = 0
+    hi = seqlen_k
+    full_lo = 0
+    full_hi = (seqlen_k // BLOCK_N) * BLOCK_N
+    if HAS_WL:
+        lo = (tl.maximum(start_m + diag - window_left, 0) // BLOCK_N) * BLOCK_N
+        full_lo = tl.cdiv(tl.maximum(start_m + BLOCK_M - 1 + diag - window_left, 0), BLOCK_N) * BLOCK_N
+    if HAS_WR:
+        hi = tl.maximum(tl.minimum(start_m + BLOCK_M + diag + window_right, seqlen_k), 0)
+        full_hi = tl.minimum(full_hi, (tl.maximum(start_m + diag + window_right + 1, 0) // BLOCK_N) * BLOCK_N)
+    full_lo = tl.minimum(full_lo, hi)
+    full_hi = tl.maximum(full_hi, full_lo)
+    return lo, full_lo, full_hi, hi
+
+
+@triton.jit
+def kv_sources(K, V, b64, hk, k_start, stride_kb, stride_kh, stride_ks, stride_vb, stride_vh,
+               stride_vs, seqlen_k, head_dim, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+               USE_TMA: tl.constexpr):
+    """``row_source``s of the K and V rows of KV head ``hk`` in batch entry ``b64`` (int64),
+    whose sequence starts at row ``k_start``."""
+    k_rows = K + b64 * stride_kb + hk * stride_kh + tl.cast(k_start, tl.int64) * stride_ks
+    v_rows = V + b64 * stride_vb + hk * stride_vh + tl.cast(k_start, tl.int64) * stride_vs
+    return (row_source(k_rows, seqlen_k, head_dim, stride_ks, BLOCK_N, BLOCK_D, USE_TMA),
+            row_source(v_rows, seqlen_k, head_dim, stride_vs, BLOCK_N, BLOCK_D, USE_TMA))
+
+
+@triton.jit
 def row_source(base, seqlen, head_dim, stride, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                USE_TMA: tl.constexpr):
     """What a kernel loads (BLOCK_N, BLOCK_D) tiles of one sequence's rows of K, V, Q or dO

@@ -18,8 +18,9 @@ import triton
 import triton.language as tl
 
 from ._common import (
-    INTERPRET, LOG2E, TiledLaunch, autotuned, block_d, check_grid, dot, keep_mask, row_source,
-    last_dim_contiguous, load_rows, lse_layout, scores, seq_bucket, seq_layout, tma_ready, visible,
+    INTERPRET, LOG2E, TiledLaunch, autotuned, block_d, check_grid, dot, keep_mask, key_tiles,
+    kv_sources, last_dim_contiguous, load_rows, lse_layout, row_source, scores, seq_bucket,
+    seq_layout, sequence_bounds, tma_ready, visible,
 )
 
 LOG2E_C = tl.constexpr(LOG2E)
@@ -102,16 +103,8 @@ def _dkdv_kernel(
     bh = tl.program_id(1) // splits
     b = bh // num_heads_k
     hk = bh % num_heads_k
-    if IS_VARLEN:
-        q_start = tl.load(CU_Q + b)
-        seqlen_q = tl.load(CU_Q + b + 1) - q_start
-        k_start = tl.load(CU_K + b)
-        seqlen_k = tl.load(CU_K + b + 1) - k_start
-    else:
-        q_start = 0
-        k_start = 0
-        seqlen_q = seqlen_q_dense
-        seqlen_k = seqlen_k_dense
+    q_start, seqlen_q, k_start, seqlen_k = sequence_bounds(CU_Q, CU_K, b, seqlen_q_dense,
+                                                           seqlen_k_dense, IS_VARLEN)
     if start_n >= seqlen_k:
         return
     b64 = b.to(tl.int64)
@@ -151,8 +144,8 @@ def _dkdv_kernel(
     heads_per_split = group // splits
     for g in range(split * heads_per_split, (split + 1) * heads_per_split):
         h = hk * group + g
-        q_base = Q + b64 * stride_qb + h * stride_qh + q_start.to(tl.int64) * stride_qs
-        do_base = DO + b64 * stride_db + h * stride_dh + q_start.to(tl.int64) * stride_ds
+        q_base = Q + b64 * stride_qb + h * stride_qh + tl.cast(q_start, tl.int64) * stride_qs
+        do_base = DO + b64 * stride_db + h * stride_dh + tl.cast(q_start, tl.int64) * stride_ds
         q_src = row_source(q_base, seqlen_q, head_dim, stride_qs, BLOCK_M, BLOCK_D, USE_TMA)
         do_src = row_source(do_base, seqlen_q, head_dim, stride_ds, BLOCK_M, BLOCK_D, USE_TMA)
         l_base = b64 * stride_lb + h * stride_lh + q_start
@@ -237,16 +230,8 @@ def _dq_kernel(
     bh = tl.program_id(1)
     b = bh // num_heads_q
     h = bh % num_heads_q
-    if IS_VARLEN:
-        q_start = tl.load(CU_Q + b)
-        seqlen_q = tl.load(CU_Q + b + 1) - q_start
-        k_start = tl.load(CU_K + b)
-        seqlen_k = tl.load(CU_K + b + 1) - k_start
-    else:
-        q_start = 0
-        k_start = 0
-        seqlen_q = seqlen_q_dense
-        seqlen_k = seqlen_k_dense
+    q_start, seqlen_q, k_start, seqlen_k = sequence_bounds(CU_Q, CU_K, b, seqlen_q_dense,
+                                                           seqlen_k_dense, IS_VARLEN)
     if start_m >= seqlen_q:
         return
     hk = h // group
@@ -268,26 +253,10 @@ def _dq_kernel(
     tl.store(DELTA + l_off, delta, mask=offs_m < seqlen_q)
     lse = tl.load(LSE + l_off, mask=offs_m < seqlen_q, other=float("inf"))
     lse2 = lse * LOG2E_C
-    k_src = row_source(K + b64 * stride_kb + hk * stride_kh + k_start.to(tl.int64) * stride_ks,
-                       seqlen_k, head_dim, stride_ks, BLOCK_N, BLOCK_D, USE_TMA)
-    v_src = row_source(V + b64 * stride_vb + hk * stride_vh + k_start.to(tl.int64) * stride_vs,
-                       seqlen_k, head_dim, stride_vs, BLOCK_N, BLOCK_D, USE_TMA)
-
-    # Key tiles as in the forward.
-    diag = seqlen_k - seqlen_q
-    lo = 0
-    hi = seqlen_k
-    full_lo = 0
-    full_hi = (seqlen_k // BLOCK_N) * BLOCK_N
-    if HAS_WL:
-        lo = tl.maximum(start_m + diag - window_left, 0)
-        lo = (lo // BLOCK_N) * BLOCK_N
-        full_lo = tl.cdiv(tl.maximum(start_m + BLOCK_M - 1 + diag - window_left, 0), BLOCK_N) * BLOCK_N
-    if HAS_WR:
-        hi = tl.maximum(tl.minimum(start_m + BLOCK_M + diag + window_right, seqlen_k), 0)
-        full_hi = tl.minimum(full_hi, (tl.maximum(start_m + diag + window_right + 1, 0) // BLOCK_N) * BLOCK_N)
-    full_lo = tl.minimum(full_lo, hi)
-    full_hi = tl.maximum(tl.minimum(full_hi, hi), full_lo)
+    k_src, v_src = kv_sources(K, V, b64, hk, k_start, stride_kb, stride_kh, stride_ks, stride_vb,
+                              stride_vh, stride_vs, seqlen_k, head_dim, BLOCK_N, BLOCK_D, USE_TMA)
+    lo, full_lo, full_hi, hi = key_tiles(start_m, seqlen_q, seqlen_k, window_left, window_right,
+                                         HAS_WL, HAS_WR, BLOCK_M, BLOCK_N)
 
     dq = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
     args = (q, do, lse2, delta, k_src, v_src, stride_ks, stride_vs, offs_m, offs_d, d_ok, b, h)

@@ -16,8 +16,8 @@ import triton.language as tl
 
 from ._common import (
     INTERPRET, LN2, LOG2E, TiledLaunch, at_least, autotuned, block_d, check_grid, dot, keep_mask,
-    row_source, last_dim_contiguous, load_rows, lse_layout, scores_unscaled, tie_gap,
-    seq_bucket, seq_layout, tma_ready, visible,
+    key_tiles, kv_sources, last_dim_contiguous, load_rows, lse_layout, scores_unscaled,
+    seq_bucket, seq_layout, sequence_bounds, tie_gap, tma_ready, visible,
 )
 
 LN2_C = tl.constexpr(LN2)
@@ -112,16 +112,8 @@ def _fwd_kernel(
     bh = tl.program_id(1)
     b = bh // num_heads_q
     h = bh % num_heads_q
-    if IS_VARLEN:
-        q_start = tl.load(CU_Q + b)
-        seqlen_q = tl.load(CU_Q + b + 1) - q_start
-        k_start = tl.load(CU_K + b)
-        seqlen_k = tl.load(CU_K + b + 1) - k_start
-    else:
-        q_start = 0
-        k_start = 0
-        seqlen_q = seqlen_q_dense
-        seqlen_k = seqlen_k_dense
+    q_start, seqlen_q, k_start, seqlen_k = sequence_bounds(CU_Q, CU_K, b, seqlen_q_dense,
+                                                           seqlen_k_dense, IS_VARLEN)
     if start_m >= seqlen_q:
         return
     hk = h // group
@@ -134,27 +126,10 @@ def _fwd_kernel(
     q_ptrs = (Q + b64 * stride_qb + h * stride_qh
               + (q_start + offs_m).to(tl.int64)[:, None] * stride_qs + offs_d[None, :])
     q = tl.load(q_ptrs, mask=(offs_m[:, None] < seqlen_q) & d_ok[None, :], other=0.0)
-    k_src = row_source(K + b64 * stride_kb + hk * stride_kh + k_start.to(tl.int64) * stride_ks,
-                       seqlen_k, head_dim, stride_ks, BLOCK_N, BLOCK_D, USE_TMA)
-    v_src = row_source(V + b64 * stride_vb + hk * stride_vh + k_start.to(tl.int64) * stride_vs,
-                       seqlen_k, head_dim, stride_vs, BLOCK_N, BLOCK_D, USE_TMA)
-
-    # Key tiles this query tile sees: [lo, full_lo) and [full_hi, hi) straddle a mask boundary
-    # (window edges, the sequence end), [full_lo, full_hi) are visible to every row.
-    diag = seqlen_k - seqlen_q
-    lo = 0
-    hi = seqlen_k
-    full_lo = 0
-    full_hi = (seqlen_k // BLOCK_N) * BLOCK_N
-    if HAS_WL:
-        lo = tl.maximum(start_m + diag - window_left, 0)
-        lo = (lo // BLOCK_N) * BLOCK_N
-        full_lo = tl.cdiv(tl.maximum(start_m + BLOCK_M - 1 + diag - window_left, 0), BLOCK_N) * BLOCK_N
-    if HAS_WR:
-        hi = tl.maximum(tl.minimum(start_m + BLOCK_M + diag + window_right, seqlen_k), 0)
-        full_hi = tl.minimum(full_hi, (tl.maximum(start_m + diag + window_right + 1, 0) // BLOCK_N) * BLOCK_N)
-    full_lo = tl.minimum(full_lo, hi)
-    full_hi = tl.maximum(full_hi, full_lo)
+    k_src, v_src = kv_sources(K, V, b64, hk, k_start, stride_kb, stride_kh, stride_ks, stride_vb,
+                              stride_vh, stride_vs, seqlen_k, head_dim, BLOCK_N, BLOCK_D, USE_TMA)
+    lo, full_lo, full_hi, hi = key_tiles(start_m, seqlen_q, seqlen_k, window_left, window_right,
+                                         HAS_WL, HAS_WR, BLOCK_M, BLOCK_N)
 
     m1 = tl.full([BLOCK_M], float("-inf"), tl.float32)
     tied = m1 > 0.0
