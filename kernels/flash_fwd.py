@@ -166,15 +166,16 @@ def _fwd_kernel(
 
 # (BLOCK_M, BLOCK_N, num_warps, num_stages[, use TMA]) tried per padded head dim; the first
 # entry is the one launched without autotuning. Chosen from benchmarks/tune_kernel.py sweeps on
-# an H200 (docs/kernel_notes.md, v5 and v6); head dims 16 and 32 were not swept. TMA entries
-# need num_stages >= 3 (ptxas crashed on every 2-stage one).
+# an H200 (docs/kernel_notes.md, v5 and v6) and an H100 (v10: D128's 8-warp TMA entry, the best
+# without a causal mask); head dims 16 and 32 were not swept. TMA entries need num_stages >= 3
+# (Triton's own ptxas crashes on every 2-stage one).
 _FWD_CONFIGS = {
     16: [(128, 64, 8, 3), (64, 128, 4, 3), (64, 64, 4, 3), (128, 64, 4, 3)],
     32: [(128, 64, 8, 3), (64, 128, 4, 3), (64, 64, 4, 3), (128, 64, 4, 3)],
     64: [(64, 128, 4, 3, True), (128, 64, 8, 3), (64, 128, 4, 3), (64, 64, 4, 3),
          (64, 64, 4, 3, True), (128, 128, 4, 3, True)],
-    128: [(64, 64, 4, 3, True), (128, 128, 8, 3), (128, 128, 8, 2), (128, 64, 8, 3),
-          (64, 64, 4, 2)],
+    128: [(64, 64, 4, 3, True), (128, 128, 8, 3, True), (128, 128, 8, 3), (128, 128, 8, 2),
+          (128, 64, 8, 3), (64, 64, 4, 2)],
     256: [(128, 64, 8, 2), (128, 32, 8, 3), (64, 64, 4, 3), (64, 32, 4, 2)],
 }
 _fwd_launch = TiledLaunch(_fwd_kernel, _FWD_CONFIGS, autotuned(
