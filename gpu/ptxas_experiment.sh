@@ -1,5 +1,7 @@
+#!/usr/bin/env bash
 # GPU: our kernels compiled by Triton's bundled ptxas against torch's (the one torch.compile
-# points Triton at), per kernel, table configs (TMA). Writes tune_kernel JSONs under $OUT.
+# points Triton at), per kernel, table configs (TMA), two passes (docs/kernel_notes.md, v10;
+# run 16). Writes tune_kernel JSONs under $OUT:  OUT=/some/folder bash gpu/ptxas_experiment.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 export PYTHONPATH=$PWD
 TORCH_PTXAS=$(python -c "import torch, pathlib; print(pathlib.Path(torch.__file__).parent / 'bin' / 'ptxas')")

@@ -66,8 +66,8 @@ def _fwd_tiles(
                 # + 2). ptxas folds two terms per integer add (IADD3), which measured faster
                 # than the fp32 count (docs/kernel_notes.md v10).
                 floor = m1_new - tie_window
-                near = at_least(s, (floor * (1.0 / s_scale))[:, None])
-                near = tl.sum(near.to(tl.int32, bitcast=True), 1)
+                in_window = at_least(s, (floor * (1.0 / s_scale))[:, None])
+                near = tl.sum(in_window.to(tl.int32, bitcast=True), 1)
                 near += at_least(m1, floor).to(tl.int32, bitcast=True)
                 near += tl.where(tied & (m1 == m1_new), ONE_BITS, 0)
                 tied = (near != 0) & (near != ONE_BITS)
