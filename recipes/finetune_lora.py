@@ -30,7 +30,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer, TrainingA
 
 from recipes.config import ConfigError, DataArguments, RunArguments, parse_config
 from recipes.corpus import PackedDataset, tokenize_to_cache
-from recipes.training import apply_fix_options, attention_kwargs, global_batch, train_and_save
+from recipes.training import apply_fix_options, attention_kwargs, end_distributed, global_batch, train_and_save
 
 logger = logging.getLogger("recipes.finetune_lora")
 
@@ -121,3 +121,4 @@ def main(argv: list[str] | None = None) -> Trainer:
 
 if __name__ == "__main__":
     main()
+    end_distributed()

@@ -27,7 +27,7 @@ from transformers import AutoModelForCausalLM, GPT2Config, Trainer, TrainingArgu
 from recipes.config import ConfigError, DataArguments, RunArguments, parse_config
 from recipes.corpus import PackedDataset, source_fingerprint, tokenize_to_cache, training_text_sample
 from recipes.tokenizer import GPT2_TOKENIZER, load_tokenizer
-from recipes.training import apply_fix_options, attention_kwargs, global_batch, train_and_save
+from recipes.training import apply_fix_options, attention_kwargs, end_distributed, global_batch, train_and_save
 
 logger = logging.getLogger("recipes.pretrain_gpt2")
 
@@ -109,3 +109,4 @@ def main(argv: list[str] | None = None) -> Trainer:
 
 if __name__ == "__main__":
     main()
+    end_distributed()

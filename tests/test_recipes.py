@@ -21,7 +21,7 @@ from recipes import corpus, finetune_lora, pretrain_gpt2  # noqa: E402
 from recipes.config import ConfigError, DataArguments, RunArguments, parse_config  # noqa: E402
 from recipes.replay import BatchOrder  # noqa: E402
 from recipes.tiny_llama import save_tiny_llama  # noqa: E402
-from recipes.training import RecipeTrainer  # noqa: E402
+from recipes.training import RecipeTrainer, end_distributed  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIGS = REPO / "recipes" / "configs"
@@ -283,6 +283,21 @@ def test_resume_continues_identically(tmp_path, cache):
     )
     assert resumed.state.global_step == 4
     assert losses(resumed) == pytest.approx(losses(full), rel=1e-5)  # steps 1-2 from the checkpoint, 3-4 rerun
+
+
+def test_end_distributed_destroys_the_process_group_once():
+    import socket
+
+    import torch.distributed as dist
+
+    end_distributed()  # no process group: nothing to do
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    end_distributed()
+    assert not dist.is_initialized()
+    end_distributed()
 
 
 def test_accelerate_launch_cpu_with_replay_and_two_process_ddp(tmp_path, cache):
