@@ -150,15 +150,16 @@ def key_tiles(start_m, seqlen_q, seqlen_k, window_left, window_right, HAS_WL: tl
 
 
 @triton.jit
-def kv_sources(K, V, b64, hk, k_start, stride_kb, stride_kh, stride_ks, stride_vb, stride_vh,
-               stride_vs, seqlen_k, head_dim, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-               USE_TMA: tl.constexpr):
-    """``row_source``s of the K and V rows of KV head ``hk`` in batch entry ``b64`` (int64),
-    whose sequence starts at row ``k_start``."""
-    k_rows = K + b64 * stride_kb + hk * stride_kh + tl.cast(k_start, tl.int64) * stride_ks
-    v_rows = V + b64 * stride_vb + hk * stride_vh + tl.cast(k_start, tl.int64) * stride_vs
-    return (row_source(k_rows, seqlen_k, head_dim, stride_ks, BLOCK_N, BLOCK_D, USE_TMA),
-            row_source(v_rows, seqlen_k, head_dim, stride_vs, BLOCK_N, BLOCK_D, USE_TMA))
+def head_sources(A, B, b64, head, start, stride_ab, stride_ah, stride_as, stride_bb, stride_bh,
+                 stride_bs, seqlen, head_dim, BLOCK: tl.constexpr, BLOCK_D: tl.constexpr,
+                 USE_TMA: tl.constexpr):
+    """``row_source``s of one head's rows in two (B, S, H, D)-strided tensors ``A`` and ``B``
+    (K and V, or Q and dO): head ``head`` of batch entry ``b64`` (int64), from row ``start``
+    (the sequence's first row in the packed layout), ``seqlen`` rows."""
+    a_rows = A + b64 * stride_ab + head * stride_ah + tl.cast(start, tl.int64) * stride_as
+    b_rows = B + b64 * stride_bb + head * stride_bh + tl.cast(start, tl.int64) * stride_bs
+    return (row_source(a_rows, seqlen, head_dim, stride_as, BLOCK, BLOCK_D, USE_TMA),
+            row_source(b_rows, seqlen, head_dim, stride_bs, BLOCK, BLOCK_D, USE_TMA))
 
 
 @triton.jit

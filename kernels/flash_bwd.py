@@ -18,9 +18,9 @@ import triton
 import triton.language as tl
 
 from ._common import (
-    INTERPRET, LOG2E, TiledLaunch, autotuned, block_d, check_grid, dot, keep_mask, key_tiles,
-    kv_sources, last_dim_contiguous, load_rows, lse_layout, row_source, scores, seq_bucket,
-    seq_layout, sequence_bounds, tma_ready, visible,
+    INTERPRET, LOG2E, TiledLaunch, autotuned, block_d, check_grid, dot, keep_mask, head_sources,
+    key_tiles, last_dim_contiguous, load_rows, lse_layout, scores, seq_bucket, seq_layout,
+    sequence_bounds, tma_ready, visible,
 )
 
 LOG2E_C = tl.constexpr(LOG2E)
@@ -144,10 +144,9 @@ def _dkdv_kernel(
     heads_per_split = group // splits
     for g in range(split * heads_per_split, (split + 1) * heads_per_split):
         h = hk * group + g
-        q_base = Q + b64 * stride_qb + h * stride_qh + tl.cast(q_start, tl.int64) * stride_qs
-        do_base = DO + b64 * stride_db + h * stride_dh + tl.cast(q_start, tl.int64) * stride_ds
-        q_src = row_source(q_base, seqlen_q, head_dim, stride_qs, BLOCK_M, BLOCK_D, USE_TMA)
-        do_src = row_source(do_base, seqlen_q, head_dim, stride_ds, BLOCK_M, BLOCK_D, USE_TMA)
+        q_src, do_src = head_sources(Q, DO, b64, h, q_start, stride_qb, stride_qh, stride_qs,
+                                     stride_db, stride_dh, stride_ds, seqlen_q, head_dim, BLOCK_M,
+                                     BLOCK_D, USE_TMA)
         l_base = b64 * stride_lb + h * stride_lh + q_start
         args = (k, v, q_src, do_src, LSE, DELTA, l_base, stride_qs, stride_ds,
                 offs_n, offs_d, d_ok, b, h)
@@ -253,8 +252,9 @@ def _dq_kernel(
     tl.store(DELTA + l_off, delta, mask=offs_m < seqlen_q)
     lse = tl.load(LSE + l_off, mask=offs_m < seqlen_q, other=float("inf"))
     lse2 = lse * LOG2E_C
-    k_src, v_src = kv_sources(K, V, b64, hk, k_start, stride_kb, stride_kh, stride_ks, stride_vb,
-                              stride_vh, stride_vs, seqlen_k, head_dim, BLOCK_N, BLOCK_D, USE_TMA)
+    k_src, v_src = head_sources(K, V, b64, hk, k_start, stride_kb, stride_kh, stride_ks,
+                                stride_vb, stride_vh, stride_vs, seqlen_k, head_dim, BLOCK_N,
+                                BLOCK_D, USE_TMA)
     lo, full_lo, full_hi, hi = key_tiles(start_m, seqlen_q, seqlen_k, window_left, window_right,
                                          HAS_WL, HAS_WR, BLOCK_M, BLOCK_N)
 

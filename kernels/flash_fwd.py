@@ -16,7 +16,7 @@ import triton.language as tl
 
 from ._common import (
     INTERPRET, LN2, LOG2E, TiledLaunch, at_least, autotuned, block_d, check_grid, dot, keep_mask,
-    key_tiles, kv_sources, last_dim_contiguous, load_rows, lse_layout, scores_unscaled,
+    head_sources, key_tiles, last_dim_contiguous, load_rows, lse_layout, scores_unscaled,
     seq_bucket, seq_layout, sequence_bounds, tie_gap, tma_ready, visible,
 )
 
@@ -126,8 +126,9 @@ def _fwd_kernel(
     q_ptrs = (Q + b64 * stride_qb + h * stride_qh
               + (q_start + offs_m).to(tl.int64)[:, None] * stride_qs + offs_d[None, :])
     q = tl.load(q_ptrs, mask=(offs_m[:, None] < seqlen_q) & d_ok[None, :], other=0.0)
-    k_src, v_src = kv_sources(K, V, b64, hk, k_start, stride_kb, stride_kh, stride_ks, stride_vb,
-                              stride_vh, stride_vs, seqlen_k, head_dim, BLOCK_N, BLOCK_D, USE_TMA)
+    k_src, v_src = head_sources(K, V, b64, hk, k_start, stride_kb, stride_kh, stride_ks,
+                                stride_vb, stride_vh, stride_vs, seqlen_k, head_dim, BLOCK_N,
+                                BLOCK_D, USE_TMA)
     lo, full_lo, full_hi, hi = key_tiles(start_m, seqlen_q, seqlen_k, window_left, window_right,
                                          HAS_WL, HAS_WR, BLOCK_M, BLOCK_N)
 
