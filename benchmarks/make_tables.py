@@ -85,14 +85,10 @@ def _shape_rows(records: list[dict]) -> dict[tuple, dict[str, dict]]:
     return groups
 
 
-def _tflops(by_impl: dict[str, dict], impl: str) -> float | None:
+def _field(by_impl: dict[str, dict], impl: str, name: str = "tflops") -> float | None:
+    """Field ``name`` of ``impl``'s record in one shape's ``{impl: record}``, None if absent."""
     r = by_impl.get(impl)
-    return r.get("tflops") if r else None
-
-
-def _ms(by_impl: dict[str, dict], impl: str) -> float | None:
-    r = by_impl.get(impl)
-    return r.get("ms") if r else None
+    return r.get(name) if r else None
 
 
 def _target_shapes(records: list[dict], mode: str) -> dict[tuple, dict[str, dict]]:
@@ -109,7 +105,8 @@ def forward_fix_costs(records: list[dict]) -> list[float]:
     fwd = _target_shapes(records, "fwd")
     costs = []
     for shape, by in _target_shapes(records, "fwd_bwd").items():
-        parts = (_ms(fwd.get(shape, {}), OURS), _ms(fwd.get(shape, {}), NOFIX), _ms(by, NOFIX))
+        parts = (_field(fwd.get(shape, {}), OURS, "ms"), _field(fwd.get(shape, {}), NOFIX, "ms"),
+                 _field(by, NOFIX, "ms"))
         if all(parts):
             costs.append(1.0 + (parts[0] - parts[1]) / parts[2])
     return costs
@@ -135,9 +132,9 @@ def target_summary(records: list[dict]) -> list[str]:
     rows = []
     for label, peer, target, higher in TARGETS:
         if peer == NOFIX:
-            ratios = [_ratio(_tflops(by, NOFIX), _tflops(by, OURS)) for by in shapes.values()]
+            ratios = [_ratio(_field(by, NOFIX), _field(by, OURS)) for by in shapes.values()]
         else:
-            ratios = [_ratio(_tflops(by, OURS), _tflops(by, peer)) for by in shapes.values()]
+            ratios = [_ratio(_field(by, OURS), _field(by, peer)) for by in shapes.values()]
         rows.append(_target_row(label, [x for x in ratios if x is not None], target, higher))
     from_forward = forward_fix_costs(records)
     if from_forward:
@@ -171,9 +168,9 @@ def attention_section(data: dict, path: str, brief: bool = False) -> list[str]:
                     cell += "†"
                     footnotes = True
                 row.append(cell)
-            row += [_fmt_ratio(_ratio(_tflops(by_impl, OURS), _tflops(by_impl, peer))) for _, peer in RATIO_COLUMNS if peer in impls]
+            row += [_fmt_ratio(_ratio(_field(by_impl, OURS), _field(by_impl, peer))) for _, peer in RATIO_COLUMNS if peer in impls]
             if NOFIX in impls and OURS in impls:
-                row.append(_fmt_ratio(_ratio(_tflops(by_impl, NOFIX), _tflops(by_impl, OURS)), 3))
+                row.append(_fmt_ratio(_ratio(_field(by_impl, NOFIX), _field(by_impl, OURS)), 3))
             rows.append(row)
         out += _table(header, rows) + [""]
     if footnotes:
