@@ -6,8 +6,11 @@ still comes from the installed package when there is one.
 """
 
 import os
+import socket
 import sys
 from pathlib import Path
+
+import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -15,3 +18,18 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 ROOT = str(Path(__file__).resolve().parent.parent)
 if ROOT not in sys.path:
     sys.path.append(ROOT)
+
+
+@pytest.fixture
+def gloo_group():
+    """A one-process gloo process group on a free local port; destroyed afterwards unless the
+    test already did."""
+    import torch.distributed as dist
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    yield
+    if dist.is_initialized():
+        dist.destroy_process_group()

@@ -171,36 +171,26 @@ def test_monitor_observes_a_compiled_model(tmp_path):
     assert monitor.last_record["step"] == 2
 
 
-def test_fsdp2_sharded_weights_are_gathered():
+def test_fsdp2_sharded_weights_are_gathered(gloo_group):
     """fully_shard turns the weights into DTensors; the norms match the unsharded model's."""
-    import socket
-
-    import torch.distributed as dist
     from torch.distributed.fsdp import fully_shard
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
-    try:
-        model = _gpt2()
-        plain = StabilityMonitor(every_n_steps=1, log_file=None, observe=False, power_iters=50)
-        plain.step(model, None, 0)
-        for block in model.transformer.h:
-            fully_shard(block)
-        fully_shard(model)
-        assert hasattr(model.transformer.h[0].attn.c_attn.weight, "full_tensor")
-        sharded = StabilityMonitor(every_n_steps=1, log_file=None, power_iters=50)
-        batch = _batches(1)[0]
-        with sharded.observe(0):
-            model(**batch, labels=batch["input_ids"]).loss.backward()
-        sharded.step(model, None, 0)  # rank 0 of 1: the main process
-        for name in ("spectral_norm_q", "spectral_norm_k"):
-            a, b = plain.last_record[name], sharded.last_record[name]
-            assert a.keys() == b.keys() and all(torch.allclose(torch.tensor(a[l]), torch.tensor(b[l])) for l in a)
-        assert sorted(sharded.last_record["max_logit"]) == [0, 1]
-    finally:
-        dist.destroy_process_group()
+    model = _gpt2()
+    plain = StabilityMonitor(every_n_steps=1, log_file=None, observe=False, power_iters=50)
+    plain.step(model, None, 0)
+    for block in model.transformer.h:
+        fully_shard(block)
+    fully_shard(model)
+    assert hasattr(model.transformer.h[0].attn.c_attn.weight, "full_tensor")
+    sharded = StabilityMonitor(every_n_steps=1, log_file=None, power_iters=50)
+    batch = _batches(1)[0]
+    with sharded.observe(0):
+        model(**batch, labels=batch["input_ids"]).loss.backward()
+    sharded.step(model, None, 0)  # rank 0 of 1: the main process
+    for name in ("spectral_norm_q", "spectral_norm_k"):
+        a, b = plain.last_record[name], sharded.last_record[name]
+        assert a.keys() == b.keys() and all(torch.allclose(torch.tensor(a[l]), torch.tensor(b[l])) for l in a)
+    assert sorted(sharded.last_record["max_logit"]) == [0, 1]
 
 
 class _no_warning:
