@@ -1,0 +1,70 @@
+"""GPU: GPT-2 124M training with ``stable_flash`` in fresh processes; per process the median step
+time and, from a torch.profiler capture of 3 more steps, the GPU time per step summed over all
+kernels, over our three kernels, and the largest kernels. A slow process whose GPU time per step
+is unchanged waited on the host; one whose kernels took longer did not. Run from the repository
+root:  PYTHONPATH=$PWD python gpu/e2e_slow_process.py --runs 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+CHILD = """
+import json, statistics, time, torch
+from torch.profiler import ProfilerActivity, profile
+import hf_stable_attn  # noqa: F401
+from benchmarks.bench_e2e import MODELS, build_model
+spec = MODELS["gpt2-124m"]
+model = build_model(spec, "stable_flash", torch.device("cuda"), torch.float32).train()
+opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+gen = torch.Generator(device="cuda").manual_seed(1)
+ids = torch.randint(model.config.vocab_size, (spec.batch, spec.seqlen), device="cuda", generator=gen)
+def step():
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = model(input_ids=ids, labels=ids).loss
+    loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+for _ in range(3):
+    step()
+torch.cuda.synchronize()
+laps = []
+for _ in range(10):
+    t = time.perf_counter(); step(); torch.cuda.synchronize(); laps.append(time.perf_counter() - t)
+with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+kernels = {}
+for e in prof.key_averages():
+    if e.device_time_total > 0 and e.key and not e.key.startswith(("aten::", "autograd", "Optimizer")):
+        kernels[e.key] = kernels.get(e.key, 0.0) + e.self_device_time_total / 3e3
+ours = sum(v for k, v in kernels.items() if k.startswith(("_fwd_kernel", "_dq_kernel", "_dkdv_kernel")))
+top = sorted(kernels.items(), key=lambda kv: -kv[1])[:6]
+print(json.dumps({"ms_per_step": 1e3 * statistics.median(laps), "gpu_ms_per_step": sum(kernels.values()),
+                  "ours_ms_per_step": ours, "top_kernels_ms": {k[:60]: round(v, 3) for k, v in top}}))
+"""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=8)
+    args = ap.parse_args()
+    rows = []
+    for i in range(args.runs):
+        res = subprocess.run([sys.executable, "-c", CHILD], text=True, capture_output=True,
+                             env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        row = {"run": i, **json.loads(res.stdout.strip().splitlines()[-1])} if res.returncode == 0 \
+            else {"run": i, "error": res.stderr[-500:]}
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    with open(os.path.join(os.environ.get("OUT", "."), "gpt2_slow_process.json"), "w") as f:
+        json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
