@@ -22,7 +22,7 @@ import torch.nn.functional as F  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
 import hf_stable_attn  # noqa: E402
-from benchmarks.tune_kernel import default_shapes  # noqa: E402
+from benchmarks.tune_kernel import default_shapes, make_inputs  # noqa: E402
 
 STEPS = 10
 
@@ -53,12 +53,9 @@ def kernel_ms(step, leaves) -> dict[str, float]:
 def main(out_path: str) -> None:
     records = []
     for shape in default_shapes(16384, 2048):
-        def randn(heads):
-            return torch.randn(shape.batch, shape.seqlen, heads, shape.head_dim, device="cuda",
-                               dtype=torch.bfloat16, requires_grad=True)
-
-        q, k, v = randn(shape.heads_q), randn(shape.heads_kv), randn(shape.heads_kv)
-        dout = torch.randn_like(q)
+        q, k, v, dout = make_inputs(shape)
+        for t in (q, k, v):
+            t.requires_grad_()
         steps = {}
         for stabilize in (True, False):
             def ours(stabilize=stabilize):
