@@ -16,22 +16,8 @@ import sys
 CHILD = """
 import json, statistics, time, torch
 from torch.profiler import ProfilerActivity, profile
-import hf_stable_attn  # noqa: F401
-from benchmarks.bench_e2e import MODELS, build_model
-spec = MODELS["gpt2-124m"]
-model = build_model(spec, "stable_flash", torch.device("cuda"), torch.float32).train()
-opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
-gen = torch.Generator(device="cuda").manual_seed(1)
-ids = torch.randint(model.config.vocab_size, (spec.batch, spec.seqlen), device="cuda", generator=gen)
-def step():
-    with torch.autocast("cuda", dtype=torch.bfloat16):
-        loss = model(input_ids=ids, labels=ids).loss
-    loss.backward()
-    opt.step()
-    opt.zero_grad(set_to_none=True)
-for _ in range(3):
-    step()
-torch.cuda.synchronize()
+from gpu.profile_e2e import train_steps
+step = train_steps("stable_flash", 1)  # GPT-2 124M, after 3 warm-up steps
 laps = []
 for _ in range(10):
     t = time.perf_counter(); step(); torch.cuda.synchronize(); laps.append(time.perf_counter() - t)
