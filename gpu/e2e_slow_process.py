@@ -1,8 +1,8 @@
-"""GPU: GPT-2 124M training with ``stable_flash`` in fresh processes; per process the median step
-time and, from a torch.profiler capture of 3 more steps, the GPU time per step summed over all
-kernels, over our three kernels, and the largest kernels. A slow process whose GPU time per step
+"""GPU: GPT-2 124M training in fresh processes (``stable_flash``, or each of ``--impls`` in turn);
+per process the median step time and, from a torch.profiler capture of 3 more steps, the GPU
+time per step summed over all kernels, over our three kernels, and the largest kernels. A slow process whose GPU time per step
 is unchanged waited on the host; one whose kernels took longer did not. Run from the repository
-root:  PYTHONPATH=$PWD python gpu/e2e_slow_process.py --runs 8
+root:  PYTHONPATH=$PWD python gpu/e2e_slow_process.py --runs 8 [--impls stable_flash sdpa]
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import subprocess
 import sys
 
 CHILD = """
-import json, statistics, time, torch
+import json, statistics, sys, time, torch
 from torch.profiler import ProfilerActivity, profile
 from gpu.profile_e2e import train_steps
-step = train_steps("stable_flash", 1)  # GPT-2 124M, after 3 warm-up steps
+step = train_steps(sys.argv[1], 1)  # GPT-2 124M, after 3 warm-up steps
 laps = []
 for _ in range(10):
     t = time.perf_counter(); step(); torch.cuda.synchronize(); laps.append(time.perf_counter() - t)
@@ -39,15 +39,17 @@ print(json.dumps({"ms_per_step": 1e3 * statistics.median(laps), "gpu_ms_per_step
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=8)
+    ap.add_argument("--impls", nargs="+", default=["stable_flash"])
     args = ap.parse_args()
     rows = []
     for i in range(args.runs):
-        res = subprocess.run([sys.executable, "-c", CHILD], text=True, capture_output=True,
-                             env={**os.environ, "HF_HUB_OFFLINE": "1"})
-        row = {"run": i, **json.loads(res.stdout.strip().splitlines()[-1])} if res.returncode == 0 \
-            else {"run": i, "error": res.stderr[-500:]}
-        print(json.dumps(row), flush=True)
-        rows.append(row)
+        for impl in args.impls:
+            res = subprocess.run([sys.executable, "-c", CHILD, impl], text=True,
+                                 capture_output=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+            row = {"run": i, "impl": impl, **json.loads(res.stdout.strip().splitlines()[-1])} \
+                if res.returncode == 0 else {"run": i, "impl": impl, "error": res.stderr[-500:]}
+            print(json.dumps(row), flush=True)
+            rows.append(row)
     with open(os.path.join(os.environ.get("OUT", "."), "gpt2_slow_process.json"), "w") as f:
         json.dump(rows, f, indent=1)
 
