@@ -1,8 +1,10 @@
 """GPU: GPT-2 124M training in fresh processes (``stable_flash``, or each of ``--impls`` in turn);
 per process the median step time and, from a torch.profiler capture of 3 more steps, the GPU
-time per step summed over all kernels, over our three kernels, and the largest kernels. A slow process whose GPU time per step
-is unchanged waited on the host; one whose kernels took longer did not. Run from the repository
-root:  PYTHONPATH=$PWD python gpu/e2e_slow_process.py --runs 8 [--impls stable_flash sdpa]
+time per step summed over all kernels, over our three kernels, and the largest kernels. A slow
+process whose GPU time per step is unchanged waited on the host; one whose kernels took longer
+did not. Run from the repository root:
+
+    PYTHONPATH=$PWD python gpu/e2e_slow_process.py --runs 8 [--impls stable_flash sdpa]
 """
 
 from __future__ import annotations
@@ -27,12 +29,14 @@ with profile(activities=[ProfilerActivity.CUDA]) as prof:
     torch.cuda.synchronize()
 kernels = {}
 for e in prof.key_averages():
-    if e.device_time_total > 0 and e.key and not e.key.startswith(("aten::", "autograd", "Optimizer")):
+    if e.device_time_total > 0 and not e.key.startswith(("aten::", "autograd", "Optimizer")):
         kernels[e.key] = kernels.get(e.key, 0.0) + e.self_device_time_total / 3e3
-ours = sum(v for k, v in kernels.items() if k.startswith(("_fwd_kernel", "_dq_kernel", "_dkdv_kernel")))
+ours = sum(v for k, v in kernels.items()
+           if k.startswith(("_fwd_kernel", "_dq_kernel", "_dkdv_kernel")))
 top = sorted(kernels.items(), key=lambda kv: -kv[1])[:6]
-print(json.dumps({"ms_per_step": 1e3 * statistics.median(laps), "gpu_ms_per_step": sum(kernels.values()),
-                  "ours_ms_per_step": ours, "top_kernels_ms": {k[:60]: round(v, 3) for k, v in top}}))
+print(json.dumps({"ms_per_step": 1e3 * statistics.median(laps),
+                  "gpu_ms_per_step": sum(kernels.values()), "ours_ms_per_step": ours,
+                  "top_kernels_ms": {k[:60]: round(v, 3) for k, v in top}}))
 """
 
 
