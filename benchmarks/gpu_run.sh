@@ -9,7 +9,9 @@
 #   ATTN_ARGS      arguments of the attention sweep (default "--quick"), e.g. to finish a cut run:
 #                  ATTN_ARGS="--quick --seqlens 8192 1024" SKIP_E2E=1 bash benchmarks/gpu_run.sh
 #   ATTN_BUDGET_S  attention time budget in seconds (default 270; hard timeout +40)
-#   E2E_ARGS       extra arguments of the e2e benchmark (default none)
+#   E2E_ARGS       extra arguments of the e2e benchmark (default none); for the training target,
+#                  whose ratio varies between processes, e.g. SKIP_ATTN=1 E2E_BUDGET_S=480
+#                  E2E_ARGS="--impls stable_flash sdpa --gen-impls none --processes 3"
 #   E2E_BUDGET_S   e2e time budget in seconds (default 170; hard timeout +50)
 #   SKIP_ATTN=1 / SKIP_E2E=1 to run only one part.
 set -uo pipefail

@@ -148,6 +148,29 @@ def test_e2e_cpu_smoke(tmp_path):
     assert "| gpt2-tiny | train | 2×64 | autocast |" in tables and "stable_flash / sdpa" in tables
 
 
+def test_e2e_training_in_several_processes(tmp_path):
+    """``--processes 2``: each training entry runs in two fresh processes; the record holds both
+    step times and their median, and the tables list them."""
+    out = tmp_path / "e2e.json"
+    bench_e2e.main([
+        "--device", "cpu", "--tiny", "--models", "gpt2-tiny", "--impls", "stable_flash",
+        "--gen-impls", "none", "--steps", "1", "--warmup-steps", "0", "--processes", "2",
+        "--out", str(out),
+    ])
+    (record,) = json.loads(out.read_text())["records"]
+    assert "error" not in record, record
+    times = record["ms_per_step_processes"]
+    assert len(times) == 2 and all(t > 0 for t in times)
+    assert record["ms_per_step"] == pytest.approx(sum(times) / 2)
+    assert record["tokens_per_s"] == pytest.approx(2 * 64 / (record["ms_per_step"] * 1e-3))
+    assert "gpt2-tiny `stable_flash` " + ", ".join(f"{t:.1f}" for t in times) in make_tables.render([str(out)])
+
+
+def test_e2e_processes_must_be_positive():
+    with pytest.raises(SystemExit):
+        bench_e2e.parse_args(["--processes", "0"])
+
+
 def test_tune_kernel_shapes_and_their_compile_stand_ins():
     """The tuner compiles on small stand-ins: they must keep every compile-time property of the
     timed shape (head dim, heads, group, causal, divisibility of lengths by 16)."""
