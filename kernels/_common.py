@@ -287,10 +287,10 @@ def specialization(args) -> tuple:
     """What Triton specializes a compiled kernel on, per launch argument: a tensor's dtype and
     16-byte alignment; an int's 32-bit range, whether it is 1 and whether 16 divides it; a
     float's type only. Launches with equal tuples (same kernel, flags and config) run the same
-    compiled kernel."""
+    compiled kernel. (Ints, most of the arguments, are tested first: it runs on every launch.)"""
     return tuple(
-        (a.dtype, a.data_ptr() % 16 == 0) if isinstance(a, torch.Tensor)
-        else (a == 1, a % 16 == 0, -0x80000000 <= a <= 0x7FFFFFFF) if type(a) is int
+        (a == 1, a % 16 == 0, -0x80000000 <= a <= 0x7FFFFFFF) if type(a) is int
+        else (a.dtype, a.data_ptr() % 16 == 0) if isinstance(a, torch.Tensor)
         else type(a)
         for a in args
     )
@@ -359,14 +359,26 @@ def autotuned(kernel, table, key):
     )(kernel)
 
 
+def ceil_div(a: int, b: int) -> int:
+    """``ceil(a / b)`` for positive ints, in the launchers' host code: ``triton.cdiv`` is a
+    constexpr function whose wrapper took ~5 us per call (docs/kernel_notes.md, v11)."""
+    return -(-a // b)
+
+
+def next_power_of_2(n: int) -> int:
+    """The smallest power of two >= ``n`` (``n`` >= 1): ``triton.next_power_of_2`` without its
+    constexpr-function wrapper (~3 us per call)."""
+    return 1 << (n - 1).bit_length()
+
+
 def block_d(head_dim: int) -> int:
     """Head dim padded to a power of two, at least 16 (tl.dot's minimum)."""
-    return max(16, triton.next_power_of_2(head_dim))
+    return max(16, next_power_of_2(head_dim))
 
 
 def seq_bucket(n: int) -> int:
     """Autotune key for a sequence length: its power-of-two bucket, capped (no retune per length)."""
-    return min(triton.next_power_of_2(max(int(n), 1)), 8192)
+    return min(next_power_of_2(max(int(n), 1)), 8192)
 
 
 def prune_configs(limits):
@@ -386,16 +398,18 @@ def prune_configs(limits):
 
 def seq_layout(x: torch.Tensor, varlen: bool) -> tuple[int, int, int]:
     """(stride_batch, stride_seq, stride_head) of a (B, S, H, D) or packed (T, H, D) tensor."""
+    strides = x.stride()
     if varlen:
-        return 0, x.stride(0), x.stride(1)
-    return x.stride(0), x.stride(1), x.stride(2)
+        return 0, strides[0], strides[1]
+    return strides[0], strides[1], strides[2]
 
 
 def lse_layout(lse: torch.Tensor, varlen: bool) -> tuple[int, int]:
     """(stride_batch, stride_head) of lse (B, H, S) or packed (H, T)."""
+    strides = lse.stride()
     if varlen:
-        return 0, lse.stride(0)
-    return lse.stride(0), lse.stride(1)
+        return 0, strides[0]
+    return strides[0], strides[1]
 
 
 def check_grid(batch: int, heads: int) -> None:

@@ -18,9 +18,9 @@ import triton
 import triton.language as tl
 
 from ._common import (
-    INTERPRET, LOG2E, TiledLaunch, autotuned, block_d, check_grid, dot, keep_mask, head_sources,
-    key_tiles, last_dim_contiguous, load_rows, lse_layout, scores, seq_bucket, seq_layout,
-    sequence_bounds, tma_ready, visible,
+    INTERPRET, LOG2E, TiledLaunch, autotuned, block_d, ceil_div, check_grid, dot, keep_mask,
+    head_sources, key_tiles, last_dim_contiguous, load_rows, lse_layout, scores, seq_bucket,
+    seq_layout, sequence_bounds, tma_ready, visible,
 )
 
 LOG2E_C = tl.constexpr(LOG2E)
@@ -355,12 +355,12 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
     dq_args = (q, k, v, out, dout, lse, delta, dq, cu_q, cu_k, *qkv, *seq_layout(out, varlen),
                *do_layout, *seq_layout(dq, varlen), *lse_strides, *common, hq, hq // hk,
                head_dim, *tail)
-    _dq_launch(lambda meta: (triton.cdiv(int(max_seqlen_q), meta["BLOCK_M"]), batch * hq),
+    _dq_launch(lambda meta: (ceil_div(int(max_seqlen_q), meta["BLOCK_M"]), batch * hq),
                bd, key, dq_args, flags)
 
     # dK/dV: a program per key tile and KV head, or per key tile and part of a KV head's group
     # (programs counted with 64-key tiles, those of most dK/dV configs).
-    splits = group_splits(triton.cdiv(int(max_seqlen_k), 64) * batch * hk, hq // hk,
+    splits = group_splits(ceil_div(int(max_seqlen_k), 64) * batch * hk, hq // hk,
                           sm_count(q.device))
     if splits > 1:
         dk_out = torch.empty((splits, *k.shape), device=k.device, dtype=torch.float32)
@@ -372,7 +372,7 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
                  dk_out.stride(0), dv_out.stride(0), *lse_strides,
                  *common, hq, hk, hq // hk, splits, head_dim, *tail)
     _dkdv_launch(
-        lambda meta: (triton.cdiv(int(max_seqlen_k), meta["BLOCK_N"]), batch * hk * splits),
+        lambda meta: (ceil_div(int(max_seqlen_k), meta["BLOCK_N"]), batch * hk * splits),
         bd, (*key, splits), dkdv_args, flags)
     if splits > 1:
         sum_partials(dk_out, dk)

@@ -15,9 +15,9 @@ import triton
 import triton.language as tl
 
 from ._common import (
-    INTERPRET, LN2, LOG2E, TiledLaunch, at_least, autotuned, block_d, check_grid, dot, keep_mask,
-    head_sources, key_tiles, last_dim_contiguous, load_rows, lse_layout, scores_unscaled,
-    seq_bucket, seq_layout, sequence_bounds, tie_gap, tma_ready, visible,
+    INTERPRET, LN2, LOG2E, TiledLaunch, at_least, autotuned, block_d, ceil_div, check_grid, dot,
+    keep_mask, head_sources, key_tiles, last_dim_contiguous, load_rows, lse_layout,
+    scores_unscaled, seq_bucket, seq_layout, sequence_bounds, tie_gap, tma_ready, visible,
 )
 
 LN2_C = tl.constexpr(LN2)
@@ -255,7 +255,7 @@ def flash_attn_fwd(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
     )
 
     def grid(meta):
-        return (triton.cdiv(int(max_seqlen_q), meta["BLOCK_M"]), batch * hq)
+        return (ceil_div(int(max_seqlen_q), meta["BLOCK_M"]), batch * hq)
 
     _fwd_launch(grid, bd, (bucket, head_dim, q.dtype, *flags.values()), args, flags)
     if return_shift:

@@ -9,6 +9,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -169,6 +172,18 @@ def test_e2e_training_in_several_processes(tmp_path):
 def test_e2e_processes_must_be_positive():
     with pytest.raises(SystemExit):
         bench_e2e.parse_args(["--processes", "0"])
+
+
+def test_host_launcher_times_each_part():
+    """The host-time script runs our launchers with no-op kernels (in a child process: it replaces
+    the package's kernels for the rest of its process)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.host_launcher", "--rounds", "1", "--calls", "2"],
+        capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1], timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = dict(line.rsplit(": ", 1) for line in done.stdout.strip().splitlines())
+    assert set(lines) == {"hf_stable_attn.kernels fwd", "hf_stable_attn.kernels bwd"}
+    assert all(float(v.split()[0]) > 0 for v in lines.values())
 
 
 def test_tune_kernel_shapes_and_their_compile_stand_ins():

@@ -195,3 +195,16 @@ def test_group_split_partials_are_summed_in_fp32_and_rounded_once(dtype):
     assert torch.equal(out, partials.sum(0).to(dtype))
     # Rounding each partial first (what torch.sum(..., out=out) does) gives other values.
     assert not torch.equal(out, partials.to(dtype).float().sum(0).to(dtype))
+
+
+def test_host_arithmetic_matches_triton():
+    """The launchers' own ``ceil_div`` and ``next_power_of_2`` (cheaper than Triton's wrapped
+    constexpr functions) give Triton's values, hence the same grids, tiles and autotune keys."""
+    for n in [*range(1, 300), 511, 512, 513, 4095, 4096, 4097, 8191, 65537, 2**31 - 1]:
+        assert _common.next_power_of_2(n) == triton.next_power_of_2(n), n
+        for block in (16, 32, 64, 128):
+            assert _common.ceil_div(n, block) == triton.cdiv(n, block), (n, block)
+    assert [_common.block_d(d) for d in (8, 16, 40, 64, 111, 128, 160, 256)] == \
+        [16, 16, 64, 64, 128, 128, 256, 256]
+    assert [_common.seq_bucket(s) for s in (0, 1, 1000, 1024, 1025, 8192, 100000)] == \
+        [1, 1, 1024, 1024, 2048, 8192, 8192]
