@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
+
+from child_runs import child_json  # gpu/ is the script directory
 
 CHILD = """
 import json, sys
@@ -38,13 +38,9 @@ def main() -> None:
     rows = []
     for autotune in ("1", "0"):
         for i in range(args.runs):
-            env = {**os.environ, "HF_STABLE_ATTN_AUTOTUNE": autotune, "HF_HUB_OFFLINE": "1"}
             path = os.path.join(out, f"gpt2_autotune{autotune}_{i}.json")
-            res = subprocess.run([sys.executable, "-c", CHILD, path], env=env, text=True,
-                                 capture_output=True)
-            line = res.stdout.strip().splitlines()[-1] if res.returncode == 0 else res.stderr[-500:]
-            row = {"autotune": autotune == "1", "run": i, **json.loads(line)} \
-                if res.returncode == 0 else {"autotune": autotune == "1", "run": i, "error": line}
+            row = {"autotune": autotune == "1", "run": i,
+                   **child_json(CHILD, path, env={"HF_STABLE_ATTN_AUTOTUNE": autotune})}
             print(json.dumps(row), flush=True)
             rows.append(row)
     with open(os.path.join(out, "gpt2_autotune_spread.json"), "w") as f:

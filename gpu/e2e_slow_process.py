@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
+
+from child_runs import child_json  # gpu/ is the script directory
 
 CHILD = """
 import json, statistics, sys, time, torch
@@ -48,10 +48,7 @@ def main() -> None:
     rows = []
     for i in range(args.runs):
         for impl in args.impls:
-            res = subprocess.run([sys.executable, "-c", CHILD, impl], text=True,
-                                 capture_output=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
-            row = {"run": i, "impl": impl, **json.loads(res.stdout.strip().splitlines()[-1])} \
-                if res.returncode == 0 else {"run": i, "impl": impl, "error": res.stderr[-500:]}
+            row = {"run": i, "impl": impl, **child_json(CHILD, impl)}
             print(json.dumps(row), flush=True)
             rows.append(row)
     with open(os.path.join(os.environ.get("OUT", "."), "gpt2_slow_process.json"), "w") as f:
