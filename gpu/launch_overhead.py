@@ -1,23 +1,37 @@
 """Host (CPU) time per call of our attention at shapes too small to keep the GPU busy, so the
 time is launch overhead: the Triton launchers, the custom op, the flash-attn interface, and
-SDPA for comparison; then a cProfile of the forward launcher (GPU only).
+SDPA for comparison; a decode step's attention through the Transformers interface (ours against
+transformers' SDPA function); then cProfiles of that decode call and of the forward launcher
+(GPU only).
 
 Run: ``PYTHONPATH=$PWD python gpu/launch_overhead.py > launch_overhead.txt``.
 """
 
 from __future__ import annotations
 
-
 import torch
 import torch.nn.functional as F
 
 import hf_stable_attn
 from hf_stable_attn import kernels
+from hf_stable_attn.integration import stable_flash_attention_forward
+from transformers import GPT2Config, GPT2LMHeadModel
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from host_timing import host_profile, host_us  # gpu/ is the script directory
 
 N = 300
 
 
+def interface_functions() -> dict:
+    """Transformers attention functions by name, each with the first attention module of a
+    two-layer GPT-2 built for it on the GPU."""
+    functions = {"stable_flash": stable_flash_attention_forward, "sdpa": sdpa_attention_forward}
+    out = {}
+    for name, fn in functions.items():
+        config = GPT2Config(n_layer=2, n_embd=768, n_head=12)
+        model = GPT2LMHeadModel._from_config(config, attn_implementation=name)
+        out[name] = (fn, model.transformer.h[0].attn.cuda().eval())
+    return out
 
 
 def main() -> None:
@@ -60,6 +74,18 @@ def main() -> None:
                 print(f"  {name:40s} {host_us(fn):8.1f}")
         for name in ("flash_attn_func fwd+bwd", "sdpa fwd+bwd"):
             print(f"  {name:40s} {host_us(rows[name]):8.1f}")
+
+    print("\n== one decode step's attention through the Transformers interface (a GPT-2 layer's "
+          "module; q (8, 12, 1, 64), k/v (8, 12, 256, 64)): host microseconds per call")
+    layer_attention = interface_functions()
+    qd = torch.randn(8, 12, 1, 64, device="cuda", dtype=torch.bfloat16)
+    kd, vd = (torch.randn(8, 12, 256, 64, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    with torch.no_grad():
+        for name, (fn, module) in layer_attention.items():
+            print(f"  {name:40s} {host_us(lambda: fn(module, qd, kd, vd, None)):8.1f}")
+        fn, module = layer_attention["stable_flash"]
+        text = host_profile(lambda: fn(module, qd, kd, vd, None), N)
+    print(f"\n== cProfile of {N} stable_flash decode calls through the interface\n{text}")
 
     text = host_profile(lambda: kernels.flash_attn_fwd(q, k, v, **kw, **fix), N)
     print(f"\n== cProfile of {N} forward launcher calls (train-like shape)\n{text}")

@@ -30,6 +30,14 @@ LN2 = 0.6931471805599453
 PTX = tl.constexpr(not INTERPRET and torch.version.hip is None)
 
 
+def seeded_jit(fn):
+    """``triton.jit`` for the three attention kernels: not specialized on their dropout ``seed``
+    argument, a fresh random int per training call. Triton specializes ints on divisibility by 16
+    by default, so one call in 16 would need a second variant of each kernel (a compile, or a
+    load from the cache, in the middle of a training run)."""
+    return triton.jit(fn, do_not_specialize=["seed"])
+
+
 @triton.jit
 def dot(a, b, DOT_FP32: tl.constexpr):
     """``a @ b`` with fp32 accumulation; fp32 operands under the interpreter."""

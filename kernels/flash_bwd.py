@@ -20,7 +20,7 @@ import triton.language as tl
 from ._common import (
     INTERPRET, LOG2E, TiledLaunch, autotuned, block_d, ceil_div, check_grid, dot, keep_mask,
     head_sources, key_tiles, last_dim_contiguous, load_rows, lse_layout, scores, seq_bucket,
-    seq_layout, sequence_bounds, tma_ready, visible,
+    seq_layout, seeded_jit, sequence_bounds, tma_ready, visible,
 )
 
 LOG2E_C = tl.constexpr(LOG2E)
@@ -77,7 +77,7 @@ def _dkdv_tiles(
     return dk, dv
 
 
-@triton.jit
+@seeded_jit
 def _dkdv_kernel(
     Q, K, V, DO, LSE, DELTA, DK, DV, CU_Q, CU_K,
     stride_qb, stride_qs, stride_qh,
@@ -205,7 +205,7 @@ def _dq_tiles(
     return dq
 
 
-@triton.jit
+@seeded_jit
 def _dq_kernel(
     Q, K, V, O, DO, LSE, DELTA, DQ, CU_Q, CU_K,
     stride_qb, stride_qs, stride_qh,

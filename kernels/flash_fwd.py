@@ -17,7 +17,8 @@ import triton.language as tl
 from ._common import (
     INTERPRET, LN2, LOG2E, TiledLaunch, at_least, autotuned, block_d, ceil_div, check_grid, dot,
     keep_mask, head_sources, key_tiles, last_dim_contiguous, load_rows, lse_layout,
-    scores_unscaled, seq_bucket, seq_layout, sequence_bounds, tie_gap, tma_ready, visible,
+    scores_unscaled, seeded_jit, seq_bucket, seq_layout, sequence_bounds, tie_gap, tma_ready,
+    visible,
 )
 
 LN2_C = tl.constexpr(LN2)
@@ -88,7 +89,7 @@ def _fwd_tiles(
     return acc, l_i, m1, tied, shift
 
 
-@triton.jit
+@seeded_jit
 def _fwd_kernel(
     Q, K, V, O, LSE, SHIFT, CU_Q, CU_K,
     stride_qb, stride_qs, stride_qh,

@@ -152,6 +152,29 @@ def test_backward_is_deterministic():
         assert all(torch.equal(a, b) for a, b in zip(first, again))
 
 
+def test_dropout_seeds_share_the_compiled_kernels():
+    """Training draws a new dropout seed per call; a seed divisible by 16 must not compile (or
+    load) a second variant of any of the three kernels (``_common.seeded_jit``)."""
+    from hf_stable_attn.kernels import flash_bwd, flash_fwd
+
+    kernels = (flash_fwd._fwd_kernel, flash_bwd._dq_kernel, flash_bwd._dkdv_kernel)
+    device = torch.cuda.current_device()
+    torch.manual_seed(0)
+    q, k, v, dout = (torch.randn(1, 300, 2, 64, device="cuda", dtype=torch.bfloat16)
+                     for _ in range(4))
+
+    def train_call(seed):
+        m = _masking(q, k, causal=True, dropout_p=0.1, seed=seed)
+        out, lse = _fwd(q, k, v, m)
+        return out, flash_attn_bwd(dout, q, k, v, out, lse, **m, deterministic=True)
+
+    first = train_call(2**40 + 17)
+    compiled = [len(kernel.device_caches[device][0]) for kernel in kernels]
+    again = train_call(2**40 + 32)
+    assert [len(kernel.device_caches[device][0]) for kernel in kernels] == compiled
+    assert not torch.equal(first[0], again[0]), "different seeds must drop different entries"
+
+
 @pytest.mark.parametrize("positions", [(3, 9), (5, 200), (2, 130, 700)], ids=["one-tile", "two-tiles", "three-tiles"])
 def test_structural_no_p_rounds_to_one(positions):
     """Repeated maxima inside one tile and across tiles: with the fix no P that reaches P @ V

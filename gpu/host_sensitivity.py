@@ -1,0 +1,65 @@
+"""GPU: how much of GPT-2 124M's training step waits on our attention's host time. Within one
+process, alternating, the step time with an added busy-wait of ``--delay-us`` in every
+attention forward call, in every backward call, in both, and in neither. The slope says which
+phase's host time the step pays for (a step that hides the host time does not move). Fresh
+processes (``--runs``), as step times vary between processes. Run from the repository root:
+
+    PYTHONPATH=$PWD python gpu/host_sensitivity.py --runs 2 --delay-us 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from child_runs import child_json  # gpu/ is the script directory
+
+CHILD = """
+import json, statistics, sys, time, torch
+from hf_stable_attn import ops
+from gpu.profile_e2e import train_steps
+delay = {"fwd": 0.0, "bwd": 0.0}
+def busy(seconds):
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+def delayed(fn, phase):
+    def call(*args):
+        busy(delay[phase])
+        return fn(*args)
+    return call
+ops._run_forward = delayed(ops._run_forward, "fwd")
+ops._backward_impl = delayed(ops._backward_impl, "bwd")
+step = train_steps(sys.argv[1], 1)  # GPT-2 124M, after 3 warm-up steps
+added = float(sys.argv[2]) * 1e-6
+variants = {"none": (0.0, 0.0), "fwd": (added, 0.0), "bwd": (0.0, added), "both": (added, added)}
+laps = {name: [] for name in variants}
+for _ in range(6):
+    for name, (f, b) in variants.items():
+        delay["fwd"], delay["bwd"] = f, b
+        for _ in range(3):
+            t = time.perf_counter(); step(); torch.cuda.synchronize()
+            laps[name].append(1e3 * (time.perf_counter() - t))
+print(json.dumps({name: round(statistics.median(v), 2) for name, v in laps.items()}))
+"""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--delay-us", type=float, default=100.0)
+    ap.add_argument("--impl", default="stable_flash")
+    args = ap.parse_args()
+    rows = []
+    for i in range(args.runs):
+        row = {"run": i, "impl": args.impl, "delay_us": args.delay_us,
+               "ms_per_step": child_json(CHILD, args.impl, str(args.delay_us))}
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    with open(os.path.join(os.environ.get("OUT", "."), "gpt2_host_sensitivity.json"), "w") as f:
+        json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
