@@ -11,10 +11,9 @@ tool returns at most 8 files (with 4 runs the summary is the one left out).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 
-from child_runs import child_json  # gpu/ is the script directory
+from child_runs import child_json, keep_row, save_rows  # gpu/ is the script directory
 
 CHILD = """
 import json, sys
@@ -39,12 +38,9 @@ def main() -> None:
     for autotune in ("1", "0"):
         for i in range(args.runs):
             path = os.path.join(out, f"gpt2_autotune{autotune}_{i}.json")
-            row = {"autotune": autotune == "1", "run": i,
-                   **child_json(CHILD, path, env={"HF_STABLE_ATTN_AUTOTUNE": autotune})}
-            print(json.dumps(row), flush=True)
-            rows.append(row)
-    with open(os.path.join(out, "gpt2_autotune_spread.json"), "w") as f:
-        json.dump(rows, f, indent=1)
+            keep_row(rows, {"autotune": autotune == "1", "run": i,
+                            **child_json(CHILD, path, env={"HF_STABLE_ATTN_AUTOTUNE": autotune})})
+    save_rows(rows, "gpt2_autotune_spread.json")
 
 
 if __name__ == "__main__":

@@ -11,10 +11,8 @@ unchanged waited on the host; one whose kernels took longer did not. Run from th
 from __future__ import annotations
 
 import argparse
-import json
-import os
 
-from child_runs import child_json  # gpu/ is the script directory
+from child_runs import child_json, keep_row, save_rows  # gpu/ is the script directory
 
 CHILD = """
 import collections, gc, json, statistics, sys, time, torch
@@ -83,11 +81,8 @@ def main() -> None:
     rows = []
     for i in range(args.runs):
         for impl in args.impls:
-            row = {"run": i, "impl": impl, **child_json(CHILD, impl)}
-            print(json.dumps(row), flush=True)
-            rows.append(row)
-    with open(os.path.join(os.environ.get("OUT", "."), "gpt2_slow_process.json"), "w") as f:
-        json.dump(rows, f, indent=1)
+            keep_row(rows, {"run": i, "impl": impl, **child_json(CHILD, impl)})
+    save_rows(rows, "gpt2_slow_process.json")
 
 
 if __name__ == "__main__":

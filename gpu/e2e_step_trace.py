@@ -10,12 +10,10 @@ context (as ``bench_e2e --processes`` did: its parent process). Run from the rep
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import subprocess
 import sys
 
-from child_runs import child_json  # gpu/ is the script directory
+from child_runs import child_json, keep_row, save_rows  # gpu/ is the script directory
 
 CHILD = """
 import json, sys, time, torch
@@ -51,15 +49,12 @@ def main() -> None:
         for idle_context in ([False, True] if args.idle_context == "both" else [False]):
             holder = hold_idle_context() if idle_context else None
             for impl in args.impls:
-                row = {"run": i, "impl": impl, "idle_context_elsewhere": idle_context,
-                       **child_json(CHILD, impl, str(args.steps))}
-                print(json.dumps(row), flush=True)
-                rows.append(row)
+                keep_row(rows, {"run": i, "impl": impl, "idle_context_elsewhere": idle_context,
+                                **child_json(CHILD, impl, str(args.steps))})
             if holder is not None:
                 holder.kill()
                 holder.wait()
-    with open(os.path.join(os.environ.get("OUT", "."), "gpt2_step_trace.json"), "w") as f:
-        json.dump(rows, f, indent=1)
+    save_rows(rows, "gpt2_step_trace.json")
 
 
 if __name__ == "__main__":

@@ -10,10 +10,8 @@ processes (``--runs``), as step times vary between processes. Run from the repos
 from __future__ import annotations
 
 import argparse
-import json
-import os
 
-from child_runs import child_json  # gpu/ is the script directory
+from child_runs import child_json, keep_row, save_rows  # gpu/ is the script directory
 
 CHILD = """
 import json, statistics, sys, time, torch
@@ -53,12 +51,9 @@ def main() -> None:
     args = ap.parse_args()
     rows = []
     for i in range(args.runs):
-        row = {"run": i, "impl": args.impl, "delay_us": args.delay_us,
-               "ms_per_step": child_json(CHILD, args.impl, str(args.delay_us))}
-        print(json.dumps(row), flush=True)
-        rows.append(row)
-    with open(os.path.join(os.environ.get("OUT", "."), "gpt2_host_sensitivity.json"), "w") as f:
-        json.dump(rows, f, indent=1)
+        keep_row(rows, {"run": i, "impl": args.impl, "delay_us": args.delay_us,
+                        "ms_per_step": child_json(CHILD, args.impl, str(args.delay_us))})
+    save_rows(rows, "gpt2_host_sensitivity.json")
 
 
 if __name__ == "__main__":
