@@ -15,6 +15,9 @@ import timeit
 
 import torch
 
+from hf_stable_attn.shift_rule import shift_params
+from hf_stable_attn.testing import fix_kwargs, launch_kwargs
+
 
 class _NoOpKernel:
     """Stands in for a ``@triton.jit`` kernel: ``kernel[grid](...)`` returns a compiled stand-in
@@ -47,10 +50,8 @@ def main(argv=None) -> dict:
     q, k, v, dout, out = (torch.randn(batch, seqlen, heads, head_dim, dtype=torch.bfloat16)
                           for _ in range(5))
     lse = torch.randn(batch, heads, seqlen)
-    kw = dict(cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=seqlen, max_seqlen_k=seqlen,
-              softmax_scale=head_dim**-0.5, causal=True, window_left=-1, window_right=-1,
-              softcap=0.0, dropout_p=0.0, seed=0)
-    fix = dict(beta=2.0, tie_window=2.0**-9, min_gap=2.0**-7, max_gap=64.0, stabilize=True)
+    kw = launch_kwargs(seqlen, seqlen, head_dim, causal=True)
+    fix = fix_kwargs(shift_params(torch.bfloat16))
     packages = {name: stub_package(name) for name in args.kernels}
     best: dict[str, float] = {}
     for _ in range(args.rounds):

@@ -38,6 +38,8 @@ import torch  # noqa: E402
 
 from benchmarks.bench_attention import Shape, attention_flops  # noqa: E402
 from hf_stable_attn.kernels._common import TMA_MIN_SEQLEN, tile_config  # noqa: E402
+from hf_stable_attn.shift_rule import shift_params  # noqa: E402
+from hf_stable_attn.testing import fix_kwargs, launch_kwargs  # noqa: E402
 
 PARTS = ("fwd", "fwd_nofix", "dkdv", "dq")
 GRIDS = {
@@ -116,17 +118,14 @@ class Runner:
     def call(self, part: str, cfg, shape: Shape, tensors):
         q, k, v, dout = tensors
         bd = self.block_d(shape.head_dim)
-        kw = dict(cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=shape.seqlen,
-                  max_seqlen_k=shape.seqlen, softmax_scale=shape.head_dim ** -0.5,
-                  causal=shape.causal, window_left=-1, window_right=-1, softcap=0.0,
-                  dropout_p=0.0, seed=0)
-        fix = dict(beta=4.0, tie_window=2.0 ** -9, min_gap=2.0 ** -7, max_gap=64.0)
+        kw = launch_kwargs(shape.seqlen, shape.seqlen, shape.head_dim, causal=shape.causal)
+        fix = fix_kwargs(shift_params(q.dtype, stabilize=part != "fwd_nofix", beta=4.0))
         table = self.tables(part)
         if part.startswith("fwd"):
             def run():
-                return self.fwd_mod.flash_attn_fwd(q, k, v, **kw, **fix, stabilize=part == "fwd")
+                return self.fwd_mod.flash_attn_fwd(q, k, v, **kw, **fix)
         else:
-            out, lse = self.fwd_mod.flash_attn_fwd(q, k, v, **kw, **fix, stabilize=True)
+            out, lse = self.fwd_mod.flash_attn_fwd(q, k, v, **kw, **fix)
 
             def run():
                 return self.bwd_mod.flash_attn_bwd(dout, q, k, v, out, lse, **kw)

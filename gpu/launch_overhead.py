@@ -15,6 +15,8 @@ import torch.nn.functional as F
 import hf_stable_attn
 from hf_stable_attn import kernels
 from hf_stable_attn.integration import stable_flash_attention_forward
+from hf_stable_attn.shift_rule import shift_params
+from hf_stable_attn.testing import fix_kwargs, launch_kwargs
 from transformers import GPT2Config, GPT2LMHeadModel
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from host_timing import host_profile, host_us  # gpu/ is the script directory
@@ -43,10 +45,8 @@ def main() -> None:
         k = torch.randn(ks, device="cuda", dtype=torch.bfloat16)
         v = torch.randn(ks, device="cuda", dtype=torch.bfloat16)
         causal = qs[1] > 1
-        kw = dict(cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=qs[1], max_seqlen_k=ks[1],
-                  softmax_scale=0.125, causal=causal, window_left=-1, window_right=-1,
-                  softcap=0.0, dropout_p=0.0, seed=0)
-        fix = dict(stabilize=True, beta=2.0, tie_window=2.0 ** -9, min_gap=2.0 ** -7, max_gap=64.0)
+        kw = launch_kwargs(qs[1], ks[1], qs[-1], causal=causal)
+        fix = fix_kwargs(shift_params(torch.bfloat16))
         out, lse = kernels.flash_attn_fwd(q, k, v, **kw, **fix)
         rows = {
             "kernels.flash_attn_fwd (launcher)": lambda: kernels.flash_attn_fwd(q, k, v, **kw, **fix),

@@ -8,14 +8,16 @@ import torch
 import triton
 
 from hf_stable_attn.kernels import flash_fwd
+from hf_stable_attn.shift_rule import shift_params
+from hf_stable_attn.testing import fix_kwargs, launch_kwargs
 
 q, k, v = (torch.randn(4, 4096, 16, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-kw = dict(cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=4096, max_seqlen_k=4096,
-          softmax_scale=128 ** -0.5, causal=False, window_left=-1, window_right=-1, softcap=0.0,
-          dropout_p=0.0, seed=0, beta=4.0, tie_window=2.0 ** -9, min_gap=2.0 ** -7, max_gap=64.0)
+kw = launch_kwargs(4096, 4096, 128)
 for stabilize in (True, False):
+    fix = fix_kwargs(shift_params(torch.bfloat16, stabilize=stabilize, beta=4.0))
+
     def call():
-        return flash_fwd.flash_attn_fwd(q, k, v, **kw, stabilize=stabilize)
+        return flash_fwd.flash_attn_fwd(q, k, v, **kw, **fix)
 
     call()  # the first call per key autotunes and records its pick
     picked = list(flash_fwd._fwd_launch.chosen.values())[-1]

@@ -4,6 +4,8 @@
 inputs' own dtype (the "same math in plain PyTorch" whose error the rule compares against).
 ``check_flash_rule`` is flash-attention's acceptance test: the implementation's error against the
 float64 oracle may be at most ``factor`` times the plain-PyTorch error, plus a small slack.
+``launch_kwargs`` and ``fix_kwargs`` give the Triton launchers' keyword arguments for the tests,
+benchmarks and GPU scripts that call them directly.
 """
 
 from __future__ import annotations
@@ -11,6 +13,28 @@ from __future__ import annotations
 import torch
 
 from .dropout import keep_mask
+from .shift_rule import ShiftParams
+
+
+def launch_kwargs(seqlen_q: int, seqlen_k: int, head_dim: int, **changes) -> dict:
+    """Masking keywords of ``kernels.flash_attn_fwd`` / ``flash_attn_bwd`` for dense
+    (B, S, H, D) inputs: scale ``head_dim ** -0.5``, no mask, window, softcap or dropout, unless
+    ``changes`` sets them (``causal=True``; a packed call passes ``cu_seqlens_q/k`` and
+    ``max_seqlen_q/k``)."""
+    kwargs = dict(cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=seqlen_q,
+                  max_seqlen_k=seqlen_k, softmax_scale=head_dim**-0.5, causal=False,
+                  window_left=-1, window_right=-1, softcap=0.0, dropout_p=0.0, seed=0)
+    unknown = set(changes) - set(kwargs)
+    if unknown:
+        raise TypeError(f"unknown launcher keyword(s) {sorted(unknown)}; valid: {sorted(kwargs)}")
+    kwargs.update(changes)
+    return kwargs
+
+
+def fix_kwargs(params: ShiftParams) -> dict:
+    """The fix's keywords of ``kernels.flash_attn_fwd`` from ``shift_rule.shift_params(...)``."""
+    return dict(stabilize=params.stabilize, beta=params.beta, tie_window=params.tie_window,
+                min_gap=params.min_gap, max_gap=params.max_gap)
 
 
 def _dense(x: torch.Tensor, cu: torch.Tensor | None, max_len: int | None):

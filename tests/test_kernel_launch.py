@@ -208,3 +208,26 @@ def test_host_arithmetic_matches_triton():
         [16, 16, 64, 64, 128, 128, 256, 256]
     assert [_common.seq_bucket(s) for s in (0, 1, 1000, 1024, 1025, 8192, 100000)] == \
         [1, 1, 1024, 1024, 2048, 8192, 8192]
+
+
+def test_launch_kwargs_name_the_launchers_keywords():
+    """``testing.launch_kwargs`` / ``fix_kwargs`` (used by the GPU tests, benchmarks and scripts)
+    stay in step with the launchers' keyword-only parameters."""
+    import inspect
+
+    from hf_stable_attn.kernels import flash_attn_bwd, flash_attn_fwd
+    from hf_stable_attn.shift_rule import shift_params
+    from hf_stable_attn.testing import fix_kwargs, launch_kwargs
+
+    def keywords(fn, optional=()):
+        params = inspect.signature(fn).parameters.values()
+        return {p.name for p in params if p.kind is p.KEYWORD_ONLY} - set(optional)
+
+    masking = launch_kwargs(100, 120, 64, causal=True)
+    fix = fix_kwargs(shift_params(torch.bfloat16, beta=4.0))
+    assert set(masking) | set(fix) == keywords(flash_attn_fwd, ("shift_single", "return_shift"))
+    assert set(masking) == keywords(flash_attn_bwd, ("deterministic",))
+    assert (masking["max_seqlen_q"], masking["max_seqlen_k"], masking["causal"]) == (100, 120, True)
+    assert masking["softmax_scale"] == 64**-0.5 and fix["beta"] == 4.0
+    with pytest.raises(TypeError, match="unknown launcher keyword"):
+        launch_kwargs(100, 120, 64, casual=True)

@@ -24,7 +24,9 @@ if torch.cuda.is_available():
     from hf_stable_attn.kernels import flash_attn_bwd, flash_attn_fwd
 
 from hf_stable_attn.shift_rule import row_shift, shift_params  # noqa: E402
-from hf_stable_attn.testing import attention_oracle, check_flash_rule  # noqa: E402
+from hf_stable_attn.testing import (  # noqa: E402
+    attention_oracle, check_flash_rule, fix_kwargs, launch_kwargs,
+)
 
 HEAD_DIMS = [32, 40, 64, 80, 96, 111, 128, 160, 192, 256]
 SEQ_PAIRS = [(113, 203), (128, 217), (1023, 1024), (1024, 1023), (2048, 2048)]
@@ -50,20 +52,13 @@ def _sweep():
 
 
 def _masking(q, k, **kw):
-    m = dict(cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None,
-             softmax_scale=q.shape[-1] ** -0.5, causal=False, window_left=-1, window_right=-1,
-             softcap=0.0, dropout_p=0.0, seed=0)
-    m.update(kw)
-    if m["cu_seqlens_q"] is None:
-        m["max_seqlen_q"], m["max_seqlen_k"] = q.shape[1], k.shape[1]
-    return m
+    """Launcher keywords for dense q/k; packed calls pass cu_seqlens_q/k and max_seqlen_q/k."""
+    return launch_kwargs(q.shape[1], k.shape[1], q.shape[-1], **kw)
 
 
 def _fwd(q, k, v, m, params=None, return_shift=False):
     params = params or shift_params(q.dtype)
-    return flash_attn_fwd(q, k, v, **m, stabilize=params.stabilize, beta=params.beta,
-                          tie_window=params.tie_window, min_gap=params.min_gap,
-                          max_gap=params.max_gap, return_shift=return_shift)
+    return flash_attn_fwd(q, k, v, **m, **fix_kwargs(params), return_shift=return_shift)
 
 
 def _check_against_float64(q, k, v, m, name):
