@@ -44,6 +44,16 @@ def _target_dtype(query: torch.Tensor, module: torch.nn.Module) -> torch.dtype |
     return weight.dtype if weight is not None and weight.dtype != torch.float32 else None
 
 
+def _without_unused_position_ids(kwargs: dict, query: torch.Tensor) -> dict:
+    """``kwargs`` less ``position_ids`` where they cannot mark packed sequences: a batch of more
+    than one row, or one query per row (decoding). Transformers' flash path reads them only to
+    detect packing, and some releases (5.17) run that test on every call: six small kernels per
+    layer, and a device sync for a one-row decode step."""
+    if kwargs.get("position_ids") is not None and (query.shape[0] != 1 or query.shape[2] == 1):
+        return {**kwargs, "position_ids": None}
+    return kwargs
+
+
 def stable_flash_attention_forward(
     module: torch.nn.Module,
     query: torch.Tensor,
@@ -98,7 +108,7 @@ def stable_flash_attention_forward(
             target_dtype=_target_dtype(query, module),
             attn_implementation=module.config._attn_implementation,
             layer_idx=getattr(module, "layer_idx", None),
-            **kwargs,
+            **_without_unused_position_ids(kwargs, query),
         )
     finally:
         _STATE["active"] = previous

@@ -70,3 +70,30 @@ def test_padding_mask_reaches_the_attention_function(padded):
         assert all(m is not None and torch.equal(m.bool(), mask.bool()) for m in masks)
     else:
         assert all(m is None for m in masks)
+
+
+def test_position_ids_mark_packing_only_in_one_row_of_several_positions():
+    """``integration._without_unused_position_ids`` drops position_ids elsewhere; that is
+    equivalent only while transformers reads them just for this test."""
+    restarts = torch.tensor([[0, 1, 2, 0, 1]])
+    assert bool(fa_utils._is_packed_sequence(restarts, batch_size=1))
+    assert not bool(fa_utils._is_packed_sequence(restarts, batch_size=2))
+    assert not bool(fa_utils._is_packed_sequence(torch.tensor([[7]]), batch_size=1))
+
+
+@pytest.mark.parametrize("batch,length,kept", [(2, 9, False), (1, 9, True), (1, 1, False)])
+def test_position_ids_reach_the_flash_path_only_where_they_can_mark_packing(
+        monkeypatch, batch, length, kept):
+    seen = []
+    real = fa_utils._flash_attention_forward
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("position_ids"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(fa_utils, "_flash_attention_forward", spy)
+    model = tiny_model("llama", "stable_flash").eval()
+    ids = torch.randint(3, 100, (batch, length))
+    with torch.no_grad():
+        model(input_ids=ids, position_ids=torch.arange(length).expand(batch, length))
+    assert len(seen) == 2 and all((p is not None) == kept for p in seen)
