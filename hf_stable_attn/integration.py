@@ -9,7 +9,9 @@ and fails. So we:
 1. register our attention function and transformers' ``flash_attention_mask`` under our name
    (a custom name without its mask function would silently get no padding mask);
 2. wrap ``_lazy_imports`` so that our name resolves to ``flash_attn_func`` /
-   ``flash_attn_varlen_func`` of this package, and every other name to transformers' own code.
+   ``flash_attn_varlen_func`` of this package, and every other name to transformers' own code;
+3. hand the flash path ``position_ids`` only where they can mark packed sequences (its test for
+   them costs small kernels on every call in some releases).
 
 Our attention function mirrors transformers' ``flash_attention_forward`` (which cannot serve
 GPT-2 in fp32: it looks for an ``nn.Linear`` to pick a dtype), makes the model's options
