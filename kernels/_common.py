@@ -34,7 +34,9 @@ def seeded_jit(fn):
     """``triton.jit`` for the three attention kernels: not specialized on their dropout ``seed``
     argument, a fresh random int per training call. Triton specializes ints on divisibility by 16
     by default, so one call in 16 would need a second variant of each kernel (a compile, or a
-    load from the cache, in the middle of a training run)."""
+    load from the cache, in the middle of a training run). ``TiledLaunch`` still tells such
+    seeds apart: the first one per process goes through Triton's launcher, which finds the same
+    compiled kernel."""
     return triton.jit(fn, do_not_specialize=["seed"])
 
 
