@@ -13,7 +13,7 @@ optimizer state, bf16 autocast; ``--precision bf16``: bf16 weights and optimizer
 ``compile_s`` is the first step (autotuning, FlexAttention's compile, optimizer state); the next
 ``--warmup-steps`` are untimed; ``ms_per_step`` is the median of ``--steps`` synchronized steps;
 ``peak_mem_mb`` is the absolute peak over the timed steps (weights, optimizer, activations).
-With ``--processes N`` each training entry runs in N fresh processes in turn: its
+With ``--processes N`` each entry (training and generation) runs in N fresh processes in turn: its
 ``ms_per_step`` is their median and ``ms_per_step_processes`` lists them, because host time, which
 a small model's step waits on, varies between processes (docs/results/e2e_gpt2_spread).
 ``eager`` is skipped (``error`` says so) where its materialized score matrices would need over
@@ -159,21 +159,27 @@ def train_record(spec: ModelSpec, impl: str, device: torch.device, args) -> dict
     }
 
 
-def train_in_processes(spec: ModelSpec, impl: str, device: torch.device, args) -> dict:
-    """``train_record`` in ``args.processes`` fresh processes, one after another: the median of
-    their ``ms_per_step`` (and the throughput from it), the largest peak memory, and every
-    process's ``ms_per_step`` under ``ms_per_step_processes``."""
+def in_processes(spec: ModelSpec, impl: str, mode: str, device: torch.device, args) -> dict:
+    """``train_record`` or ``generate_record`` (``mode``) in ``args.processes`` fresh processes,
+    one after another: the median of their ``ms_per_step`` (with the throughput and, for
+    generation, the latency from it), the largest peak memory, the median first-call time, the
+    first process's other fields, and every process's ``ms_per_step`` under
+    ``ms_per_step_processes``."""
     repo = str(Path(__file__).resolve().parents[1])
     paths = [repo, os.environ.get("PYTHONPATH")]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+    train = mode == "train"
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
         for index in range(args.processes):
             out = Path(tmp) / f"{index}.json"
             cmd = [sys.executable, "-m", "benchmarks.bench_e2e", "--device", str(device),
-                   "--models", spec.name, "--impls", impl, "--gen-impls", "none",
-                   "--precision", args.precision, "--steps", str(args.steps),
-                   "--warmup-steps", str(args.warmup_steps), "--out", str(out)]
+                   "--models", spec.name, "--impls", impl if train else "none",
+                   "--gen-impls", "none" if train else impl, "--precision", args.precision,
+                   "--steps", str(args.steps), "--warmup-steps", str(args.warmup_steps),
+                   "--gen-prompts", str(args.gen_prompts), "--gen-prompt-len",
+                   str(args.gen_prompt_len), "--gen-new-tokens", str(args.gen_new_tokens),
+                   "--gen-reps", str(args.gen_reps), "--out", str(out)]
             done = subprocess.run(cmd + (["--tiny"] if args.tiny else []), env=env,
                                   capture_output=True, text=True)
             if done.returncode != 0:
@@ -186,15 +192,18 @@ def train_in_processes(spec: ModelSpec, impl: str, device: torch.device, args) -
     times = [r["ms_per_step"] for r in runs]
     median = statistics.median(times)
     peaks = [r["peak_mem_mb"] for r in runs if r["peak_mem_mb"] is not None]
-    return {
+    tokens_per_step = spec.batch * spec.seqlen if train else args.gen_prompts
+    merged = {
+        **runs[0],
         "ms_per_step": median,
-        "tokens_per_s": spec.batch * spec.seqlen / (median * 1e-3),
+        "tokens_per_s": tokens_per_step / (median * 1e-3),
         "peak_mem_mb": max(peaks) if peaks else None,
         "compile_s": statistics.median(r["compile_s"] for r in runs),
-        "loss": runs[0]["loss"],
-        "params_m": runs[0]["params_m"],
         "ms_per_step_processes": times,
     }
+    if not train:
+        merged["latency_ms"] = median * args.gen_new_tokens
+    return merged
 
 
 def generate_record(spec: ModelSpec, impl: str, device: torch.device, args) -> dict:
@@ -250,10 +259,9 @@ def run_unit(spec: ModelSpec, impl: str, mode: str, device: torch.device, args) 
     if reason:
         return {**base, "tokens_per_s": None, "ms_per_step": None, "peak_mem_mb": None, "error": reason}
     try:
-        if mode == "generate":
-            measure = generate_record
-        else:
-            measure = train_in_processes if args.processes > 1 else train_record
+        if args.processes > 1:
+            return {**base, **in_processes(spec, impl, mode, device, args)}
+        measure = generate_record if mode == "generate" else train_record
         return {**base, **measure(spec, impl, device, args)}
     except Exception as exc:  # refused shape, missing backend, OOM: recorded, the run goes on
         oom = isinstance(exc, torch.cuda.OutOfMemoryError)
@@ -278,7 +286,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup-steps", type=int, default=2)
     p.add_argument("--processes", type=int, default=1,
-                   help="fresh processes per training entry (their median is reported)")
+                   help="fresh processes per entry (their median is reported)")
     p.add_argument("--gen-prompts", type=int, default=8)
     p.add_argument("--gen-prompt-len", type=int, default=128)
     p.add_argument("--gen-new-tokens", type=int, default=128)

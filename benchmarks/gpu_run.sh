@@ -12,6 +12,7 @@
 #   E2E_ARGS       extra arguments of the e2e benchmark (default none); for the training target,
 #                  whose ratio varies between processes, e.g. SKIP_ATTN=1 E2E_BUDGET_S=480
 #                  E2E_ARGS="--impls stable_flash sdpa --gen-impls none --processes 3"
+#                  (--processes applies to generation entries too)
 #   E2E_BUDGET_S   e2e time budget in seconds (default 170; hard timeout +50)
 #   SKIP_ATTN=1 / SKIP_E2E=1 to run only one part.
 set -uo pipefail

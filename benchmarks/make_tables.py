@@ -261,11 +261,12 @@ def e2e_section(data: dict, path: str) -> list[str]:
     out += ["Tokens/s (peak GiB); train: batch × seq per step; generate: prompts × prompt length, "
             "tokens/s counts new tokens. Target: stable_flash / sdpa ≥ 0.95 in training.", ""]
     out += _table(["model", "mode", "batch", "precision"] + impls + ["stable_flash / sdpa"], rows) + [""]
-    spread = [f"{r['model']} `{r['impl']}` " + ", ".join(f"{ms:.1f}" for ms in r["ms_per_step_processes"])
+    spread = [f"{r['model']} {r['mode']} `{r['impl']}` "
+              + ", ".join(f"{ms:.1f}" for ms in r["ms_per_step_processes"])
               for r in records if len(r.get("ms_per_step_processes") or []) > 1]
     if spread:
-        out += ["Training entries measured in several fresh processes (`--processes`): the table "
-                "gives the median; ms per step of each process:", ""]
+        out += ["Entries measured in several fresh processes (`--processes`): the table gives "
+                "the median; ms per step of each process:", ""]
         out += [f"- {line}" for line in spread] + [""]
     if errors:
         out += ["✗:", ""] + errors + [""]

@@ -166,7 +166,26 @@ def test_e2e_training_in_several_processes(tmp_path):
     assert len(times) == 2 and all(t > 0 for t in times)
     assert record["ms_per_step"] == pytest.approx(sum(times) / 2)
     assert record["tokens_per_s"] == pytest.approx(2 * 64 / (record["ms_per_step"] * 1e-3))
-    assert "gpt2-tiny `stable_flash` " + ", ".join(f"{t:.1f}" for t in times) in make_tables.render([str(out)])
+    assert "gpt2-tiny train `stable_flash` " + ", ".join(f"{t:.1f}" for t in times) in make_tables.render([str(out)])
+
+
+def test_e2e_generation_in_several_processes(tmp_path):
+    """``--processes 2`` for a generation entry: median ms per new token over two processes, the
+    latency and throughput from it."""
+    out = tmp_path / "e2e.json"
+    bench_e2e.main([
+        "--device", "cpu", "--tiny", "--models", "gpt2-tiny", "--impls", "none",
+        "--gen-impls", "stable_flash", "--gen-prompts", "2", "--gen-prompt-len", "8",
+        "--gen-new-tokens", "4", "--gen-reps", "1", "--processes", "2", "--out", str(out),
+    ])
+    (record,) = json.loads(out.read_text())["records"]
+    assert "error" not in record, record
+    assert record["mode"] == "generate" and record["new_tokens"] == 4
+    times = record["ms_per_step_processes"]
+    assert len(times) == 2 and all(t > 0 for t in times)
+    assert record["ms_per_step"] == pytest.approx(sum(times) / 2)
+    assert record["latency_ms"] == pytest.approx(4 * record["ms_per_step"])
+    assert record["tokens_per_s"] == pytest.approx(2 / (record["ms_per_step"] * 1e-3))
 
 
 def test_e2e_processes_must_be_positive():
