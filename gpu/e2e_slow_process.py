@@ -18,6 +18,7 @@ CHILD = """
 import collections, gc, json, statistics, sys, time, torch
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
+from benchmarks.timing import first_call
 from gpu.profile_e2e import train_steps
 step = train_steps(sys.argv[1], 1)  # GPT-2 124M, after 3 warm-up steps
 gc_s = []
@@ -29,10 +30,7 @@ def gc_clock(phase, info):
         t0, generation = gc_started.pop()
         gc_s.append((generation, time.perf_counter() - t0))
 def laps(n):
-    out = []
-    for _ in range(n):
-        t = time.perf_counter(); step(); torch.cuda.synchronize(); out.append(time.perf_counter() - t)
-    return 1e3 * statistics.median(out)
+    return 1e3 * statistics.median(first_call(step, torch.device("cuda"))[0] for _ in range(n))
 gc.callbacks.append(gc_clock)
 ms = laps(10)
 gc.callbacks.remove(gc_clock)

@@ -16,13 +16,12 @@ import sys
 from child_runs import child_json, keep_row, save_rows  # gpu/ is the script directory
 
 CHILD = """
-import json, sys, time, torch
+import json, sys, torch
+from benchmarks.timing import first_call
 from gpu.profile_e2e import train_steps
 step = train_steps(sys.argv[1], 1)  # GPT-2 124M, after 3 warm-up steps
-laps = []
-for _ in range(int(sys.argv[2])):
-    t = time.perf_counter(); step(); torch.cuda.synchronize()
-    laps.append(round(1e3 * (time.perf_counter() - t), 2))
+cuda = torch.device("cuda")
+laps = [round(1e3 * first_call(step, cuda)[0], 2) for _ in range(int(sys.argv[2]))]
 print(json.dumps({"ms_per_step": laps}))
 """
 

@@ -15,6 +15,7 @@ from child_runs import child_json, keep_row, save_rows  # gpu/ is the script dir
 
 CHILD = """
 import json, statistics, sys, time, torch
+from benchmarks.timing import first_call
 from hf_stable_attn import ops
 from gpu.profile_e2e import train_steps
 delay = {"fwd": 0.0, "bwd": 0.0}
@@ -36,9 +37,7 @@ laps = {name: [] for name in variants}
 for _ in range(6):
     for name, (f, b) in variants.items():
         delay["fwd"], delay["bwd"] = f, b
-        for _ in range(3):
-            t = time.perf_counter(); step(); torch.cuda.synchronize()
-            laps[name].append(1e3 * (time.perf_counter() - t))
+        laps[name] += [1e3 * first_call(step, torch.device("cuda"))[0] for _ in range(3)]
 print(json.dumps({name: round(statistics.median(v), 2) for name, v in laps.items()}))
 """
 
