@@ -5,8 +5,11 @@ random ``q, k, v`` (flash-attn layout ``(B, S, H, D)``, the memory layout of a T
 model's projections; SDPA and FlexAttention get the ``(B, H, S, D)`` transposed views, as they do
 inside Transformers) and one random ``dout``. Per implementation and mode:
 
-- ``compile_s``: wall time of the first call (Triton autotuning, ``torch.compile``, cuDNN plans);
-- ``ms``: median time per call afterwards (``timing.median_ms``: CUDA events, L2 flushed);
+- ``compile_s``: wall time of the first call (Triton autotuning, ``torch.compile``, cuDNN plans;
+  with Triton's cache directory warm, loads instead: ``gpu_run.sh`` starts from an empty one);
+- ``ms``: median time per call afterwards: the median of ``--rounds`` medians
+  (``timing.median_ms``: CUDA events, L2 flushed), the rounds interleaved over all the shape's
+  implementations and modes (``time_in_rounds``); ``ms_rounds``: the rounds' medians;
 - ``tflops``: ``4 * B * Hq * S * S * D`` FLOPs, halved for causal, x2.5 for ``bwd`` and x3.5 for
   ``fwd_bwd`` (the FlashAttention convention), over ``ms``;
 - ``peak_mem_mb``: the call's own peak allocation beyond its inputs (``timing.peak_extra_mb``);
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import statistics
 import sys
 import traceback
 import warnings
@@ -212,8 +216,19 @@ def _relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
     return float((out - ref).norm() / ref.norm())
 
 
-def measure(fn: AttnFn, shape: Shape, mode: str, inputs, ref: torch.Tensor, device, args) -> dict:
-    """Time one implementation in one mode; raises when the implementation refuses the shape."""
+@dataclass
+class Entry:
+    """One implementation in one mode on one shape: its record, and (unless it refused the
+    shape) the call to time with the tensors whose gradients are reset before each call."""
+
+    record: dict
+    call: Callable[[], torch.Tensor] | None = None
+    grads: tuple[torch.Tensor, ...] | None = None
+
+
+def prepare(fn: AttnFn, shape: Shape, mode: str, inputs, ref: torch.Tensor, device) -> Entry:
+    """First call (``compile_s``), ``rel_err`` and ``peak_mem_mb`` of one implementation in one
+    mode, and the call to time; raises when the implementation refuses the shape."""
     q, k, v, dout = inputs
     grads = (q, k, v) if mode != "fwd" else None
     with _explained_errors():
@@ -231,23 +246,20 @@ def measure(fn: AttnFn, shape: Shape, mode: str, inputs, ref: torch.Tensor, devi
         compile_s, out = timing.first_call(call, device)
         rel_err = _relative_error(out, ref)
         del out
-        ms = timing.median_ms(call, device, grad_to_none=grads, warmup_ms=args.warmup_ms, rep_ms=args.rep_ms)
         peak = timing.peak_extra_mb(call, device, grad_to_none=grads)
-    for t in (q, k, v):
+    _clear_grads(q, k, v)
+    return Entry({"peak_mem_mb": peak, "compile_s": compile_s, "rel_err": rel_err}, call, grads)
+
+
+def _clear_grads(*tensors: torch.Tensor) -> None:
+    for t in tensors:
         t.grad = None
-    return {
-        "ms": ms,
-        "tflops": attention_flops(shape, mode) / (ms * 1e-3) / 1e12,
-        "peak_mem_mb": peak,
-        "compile_s": compile_s,
-        "rel_err": rel_err,
-    }
 
 
-def run_impl(name: str, shape: Shape, modes, inputs, ref, device, args) -> list[dict]:
-    """Records of ``name`` on ``shape`` for each mode; a refusal becomes an ``error`` record."""
+def prepare_impl(name: str, shape: Shape, modes, inputs, ref, device) -> list[Entry]:
+    """``name`` on ``shape``, prepared for each mode; a refusal becomes an ``error`` record."""
     base = {"impl": name, **asdict(shape)}
-    records = []
+    entries = []
     chosen: tuple[str | None, AttnFn] | None = None
     for mode in modes:
         errors = []
@@ -257,10 +269,11 @@ def run_impl(name: str, shape: Shape, modes, inputs, ref, device, args) -> list[
         except Exception as exc:  # e.g. the package or the kernel is missing
             errors.append(f"{type(exc).__name__}: {exc}")
             options = []
-        result = None
+        entry = None
         for gqa_via, fn in options:
             try:
-                result = {"gqa_via": gqa_via, **measure(fn, shape, mode, inputs, ref, device, args)}
+                entry = prepare(fn, shape, mode, inputs, ref, device)
+                entry.record = {**base, "mode": mode, "gqa_via": gqa_via, **entry.record}
                 chosen = (gqa_via, fn)
                 break
             except Exception as exc:
@@ -270,10 +283,31 @@ def run_impl(name: str, shape: Shape, modes, inputs, ref, device, args) -> list[
                     traceback.print_exc(limit=-6, file=sys.stderr)
                 if device.type == "cuda":
                     torch.cuda.empty_cache()
-        if result is None:
-            result = {"ms": None, "tflops": None, "peak_mem_mb": None, "error": " | ".join(errors)}
-        records.append({**base, "mode": mode, **result})
-    return records
+        if entry is None:
+            entry = Entry({**base, "mode": mode, "ms": None, "tflops": None, "peak_mem_mb": None,
+                           "error": " | ".join(errors)})
+        entries.append(entry)
+    return entries
+
+
+def time_in_rounds(entries: list[Entry], shape: Shape, device, args) -> None:
+    """Fill in ``ms`` (the median of ``args.rounds`` medians), ``ms_rounds`` and ``tflops`` of
+    the entries that ran. Each round times every entry once, starting at a different one, so a
+    drift of the GPU's clock during the shape's measurements spreads over all implementations
+    instead of falling on whichever came last."""
+    ready = [e for e in entries if e.call is not None]
+    laps: list[list[float]] = [[] for _ in ready]
+    for r in range(args.rounds):
+        start = r * len(ready) // args.rounds
+        for i in [*range(start, len(ready)), *range(start)]:
+            e = ready[i]
+            laps[i].append(timing.median_ms(e.call, device, grad_to_none=e.grads,
+                                            warmup_ms=args.warmup_ms, rep_ms=args.rep_ms))
+            _clear_grads(*(e.grads or ()))
+    for e, ms in zip(ready, laps):
+        e.record["ms"] = statistics.median(ms)
+        e.record["ms_rounds"] = ms
+        e.record["tflops"] = attention_flops(shape, e.record["mode"]) / (e.record["ms"] * 1e-3) / 1e12
 
 
 def _configure_dynamo() -> None:
@@ -302,7 +336,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--hidden", type=int, default=2048, help="heads_q * head_dim")
     p.add_argument("--time-budget-s", type=float, help="start no shape that would end past this")
     p.add_argument("--warmup-ms", type=float, default=25.0)
-    p.add_argument("--rep-ms", type=float, default=100.0)
+    p.add_argument("--rep-ms", type=float, default=100.0, help="timing per call and round")
+    p.add_argument("--rounds", type=int, default=3, help="timings per call, interleaved with the other calls")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out-dir", default="benchmarks/results")
     p.add_argument("--out", help="explicit output path (default <out-dir>/<gpu>-<date>-attention.json)")
@@ -313,6 +348,8 @@ def parse_args(argv=None) -> argparse.Namespace:
             setattr(args, key, value)
     if args.impls is None:
         args.impls = list(IMPLS_CUDA if args.device.startswith("cuda") else IMPLS_CPU)
+    if args.rounds < 1:
+        p.error(f"--rounds must be at least 1, got {args.rounds}")
     return args
 
 
@@ -341,9 +378,11 @@ def main(argv=None) -> dict:
             break
         inputs = make_inputs(shape, device, args.seed + index)
         ref = reference_output(*inputs[:3], shape.causal)
-        for name in args.impls:
-            records += run_impl(name, shape, args.modes, inputs, ref, device, args)
-        del inputs, ref
+        entries = [e for name in args.impls
+                   for e in prepare_impl(name, shape, args.modes, inputs, ref, device)]
+        time_in_rounds(entries, shape, device, args)
+        records += [e.record for e in entries]
+        del entries, inputs, ref
         done += 1
         save()  # after every shape, so a crash keeps what was measured
         print(f"[{budget.elapsed():6.0f}s] {done}/{len(shapes)} {shape}", file=sys.stderr, flush=True)

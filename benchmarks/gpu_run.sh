@@ -15,10 +15,13 @@
 #                  (--processes applies to generation entries too)
 #   E2E_BUDGET_S   e2e time budget in seconds (default 170; hard timeout +50)
 #   SKIP_ATTN=1 / SKIP_E2E=1 to run only one part.
+#   TRITON_CACHE_DIR  default: a new empty folder, so that first-call times (compile_s) hold
+#                  compiling and autotuning, not loads from an earlier run's cache.
 set -uo pipefail
 : "${OUT:?set OUT to the folder whose files come back}"
 mkdir -p "$OUT"
 export PYTHONPATH="${PYTHONPATH:-$PWD}" HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+export TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-$(mktemp -d)}"
 PY="${PYTHON:-$(command -v python || command -v python3)}"
 ATTN_BUDGET_S="${ATTN_BUDGET_S:-270}"
 E2E_BUDGET_S="${E2E_BUDGET_S:-170}"

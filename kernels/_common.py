@@ -18,6 +18,10 @@ from triton.runtime import _allocation
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 # HF_STABLE_ATTN_AUTOTUNE=0 launches one heuristic config per shape (quick compiles, e.g. test sweeps).
 AUTOTUNE = (not INTERPRET) and os.environ.get("HF_STABLE_ATTN_AUTOTUNE", "1") != "0"
+# The autotuner's timings are kept in Triton's cache directory (keyed by Triton's version, the GPU
+# architecture, the kernel source, the tuning key and the configs), so a later process picks the
+# same configs without timing them again; HF_STABLE_ATTN_AUTOTUNE_CACHE=0 times them per process.
+AUTOTUNE_CACHE = os.environ.get("HF_STABLE_ATTN_AUTOTUNE_CACHE", "1") != "0"
 # HF_STABLE_ATTN_TMA=0 keeps the tables' TMA configs from running (docs/kernel_notes.md, v6g-v7b).
 TMA = os.environ.get("HF_STABLE_ATTN_TMA", "1") != "0"
 # Sequences shorter than this load through pointers: from 2048 on TMA measured -1% to +6.5% per
@@ -358,7 +362,7 @@ class TiledLaunch:
 def autotuned(kernel, table, key):
     """``kernel`` under ``triton.autotune`` over every config of ``table``; a launch tries only
     the entries of its padded head dim (``BLOCK_D``), and TMA entries only where ``TMA_OK``
-    (``key`` must hold ``TMA_OK``)."""
+    (``key`` must hold ``TMA_OK``). Timings go to disk unless ``AUTOTUNE_CACHE`` is off."""
     entries = sorted({tile_config(c) for cs in table.values() for c in cs})
     return triton.autotune(
         configs=[triton.Config({"BLOCK_M": m, "BLOCK_N": n, "USE_TMA": t}, num_warps=w,
@@ -366,6 +370,7 @@ def autotuned(kernel, table, key):
         key=key,
         prune_configs_by={"early_config_prune": prune_configs(
             lambda d: {tile_config(c) for c in table[d]})},
+        cache_results=AUTOTUNE_CACHE,
     )(kernel)
 
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -51,13 +53,29 @@ def test_quick_sweep_keeps_tokens_fixed_and_orders_targets_first():
     assert {s.seqlen for s in shapes[-8:]} == {1024}
 
 
+def test_rounds_start_at_a_different_implementation_each_time():
+    """Each round times every prepared entry once, rotated, and ``ms`` is the rounds' median."""
+    calls = []
+    shape = bench_attention.Shape("bf16", 16, 1, 2, 1, 16, causal=False)
+    entries = [bench_attention.Entry({"impl": name, "mode": "fwd"}, lambda name=name: calls.append(name))
+               for name in "abcd"]
+    entries.append(bench_attention.Entry({"impl": "refused", "mode": "fwd", "ms": None}))
+    args = bench_attention.parse_args(["--device", "cpu", "--rounds", "2"])
+    bench_attention.time_in_rounds(entries, shape, torch.device("cpu"), args)
+    reps = len(calls) // 8  # timing.median_ms calls each entry cpu_reps times per round
+    assert calls[::reps] == ["a", "b", "c", "d", "c", "d", "a", "b"]
+    for e in entries[:4]:
+        assert len(e.record["ms_rounds"]) == 2 and e.record["tflops"] > 0
+    assert entries[4].record["ms"] is None and "ms_rounds" not in entries[4].record
+
+
 def test_attention_cpu_smoke_records_budget_and_tables(tmp_path):
     out = tmp_path / "attention.json"
     result = bench_attention.main([
         "--device", "cpu", "--dtypes", "bf16", "--total-tokens", "64", "--hidden", "32",
         "--seqlens", "32", "16", "--head-dims", "16", "--kv-groups", "2", "--causal", "true",
         "--impls", "stable_flash", "stable_flash_nofix", "sdpa_math", "sdpa_cudnn",
-        "--time-budget-s", "0", "--out", str(out),
+        "--time-budget-s", "0", "--rounds", "2", "--out", str(out),
     ])
     data = json.loads(out.read_text())
     assert data["records"] == result["records"]
@@ -75,6 +93,7 @@ def test_attention_cpu_smoke_records_budget_and_tables(tmp_path):
             continue
         assert "error" not in r, r
         assert r["ms"] > 0 and math.isfinite(r["ms"])
+        assert len(r["ms_rounds"]) == 2 and r["ms"] == pytest.approx(statistics.median(r["ms_rounds"]))
         shape = bench_attention.Shape(**{k: r[k] for k in ("dtype", "seqlen", "batch", "heads_q", "heads_kv", "head_dim", "causal")})
         assert r["tflops"] == pytest.approx(bench_attention.attention_flops(shape, r["mode"]) / r["ms"] / 1e9)
         assert r["rel_err"] < 2e-2  # NaN fails here too
@@ -153,7 +172,8 @@ def test_e2e_cpu_smoke(tmp_path):
 
 def test_e2e_training_in_several_processes(tmp_path):
     """``--processes 2``: each training entry runs in two fresh processes; the record holds both
-    step times and their median, and the tables list them."""
+    step times and their median, both first-step times and the first process's as ``compile_s``,
+    and the tables list them."""
     out = tmp_path / "e2e.json"
     bench_e2e.main([
         "--device", "cpu", "--tiny", "--models", "gpt2-tiny", "--impls", "stable_flash",
@@ -166,6 +186,8 @@ def test_e2e_training_in_several_processes(tmp_path):
     assert len(times) == 2 and all(t > 0 for t in times)
     assert record["ms_per_step"] == pytest.approx(sum(times) / 2)
     assert record["tokens_per_s"] == pytest.approx(2 * 64 / (record["ms_per_step"] * 1e-3))
+    firsts = record["compile_s_processes"]
+    assert len(firsts) == 2 and record["compile_s"] == firsts[0]
     assert "gpt2-tiny train `stable_flash` " + ", ".join(f"{t:.1f}" for t in times) in make_tables.render([str(out)])
 
 

@@ -11,6 +11,10 @@ Set HF_STABLE_ATTN_AUTOTUNE=0 for quicker compiles (one config per head dim).
 from __future__ import annotations
 
 import itertools
+import json
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -168,6 +172,43 @@ def test_dropout_seeds_share_the_compiled_kernels():
     again = train_call(2**40 + 32)
     assert [len(kernel.device_caches[device][0]) for kernel in kernels] == compiled
     assert not torch.equal(first[0], again[0]), "different seeds must drop different entries"
+
+
+# One training call (forward and backward) in a fresh process, autotuning on; prints, per kernel,
+# whether its autotuner timed configs and which one it picked.
+_AUTOTUNE_CHILD = """
+import json, torch
+from hf_stable_attn.kernels import flash_attn_bwd, flash_attn_fwd, flash_bwd, flash_fwd
+from hf_stable_attn.shift_rule import shift_params
+from hf_stable_attn.testing import fix_kwargs, launch_kwargs
+q, k, v, dout = (torch.randn(2, 2048, 4, 64, device="cuda", dtype=torch.bfloat16) for _ in range(4))
+m = launch_kwargs(2048, 2048, 64, causal=True)
+out, lse = flash_attn_fwd(q, k, v, **m, **fix_kwargs(shift_params(q.dtype)))
+flash_attn_bwd(dout, q, k, v, out, lse, **m, deterministic=True)
+torch.cuda.synchronize()
+launches = {"fwd": flash_fwd._fwd_launch, "dq": flash_bwd._dq_launch, "dkdv": flash_bwd._dkdv_launch}
+print(json.dumps({name: [hasattr(launch.tuned, "bench_time"), str(launch.tuned.best_config)]
+                  for name, launch in launches.items()}))
+"""
+
+
+def test_autotuning_is_kept_on_disk(tmp_path):
+    """A second process finds the first one's autotuning timings in Triton's cache directory and
+    picks the same configs without timing them; HF_STABLE_ATTN_AUTOTUNE_CACHE=0 times them."""
+
+    def child(cache: str) -> dict:
+        env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path), "HF_STABLE_ATTN_AUTOTUNE": "1",
+               "HF_STABLE_ATTN_AUTOTUNE_CACHE": cache}
+        done = subprocess.run([sys.executable, "-c", _AUTOTUNE_CHILD], env=env, text=True,
+                              capture_output=True)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    first, second, uncached = child("1"), child("1"), child("0")
+    for name in first:
+        assert first[name][0] and uncached[name][0], f"{name}: the first process must time configs"
+        assert not second[name][0], f"{name}: the second process timed configs again"
+        assert second[name][1] == first[name][1], f"{name}: the cached pick differs"
 
 
 @pytest.mark.parametrize("positions", [(3, 9), (5, 200), (2, 130, 700)], ids=["one-tile", "two-tiles", "three-tiles"])
