@@ -19,7 +19,7 @@ import collections, gc, json, statistics, sys, time, torch
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 from benchmarks.timing import first_call
-from gpu.profile_e2e import train_steps
+from gpu.profile_e2e import cuda_ms_by_name, train_steps
 step = train_steps(sys.argv[1], 1)  # GPT-2 124M, after 3 warm-up steps
 gc_s = []
 gc_started = []
@@ -41,13 +41,10 @@ with profile(activities=[ProfilerActivity.CUDA]) as prof:
     for _ in range(3):
         step()
     torch.cuda.synchronize()
-kernels = {}
-for e in prof.key_averages():
-    if e.device_time_total > 0 and not e.key.startswith(("aten::", "autograd", "Optimizer")):
-        kernels[e.key] = kernels.get(e.key, 0.0) + e.self_device_time_total / 3e3
+kernels = cuda_ms_by_name(prof.events(), 3)
 ours = sum(v for k, v in kernels.items()
            if k.startswith(("_fwd_kernel", "_dq_kernel", "_dkdv_kernel")))
-top = sorted(kernels.items(), key=lambda kv: -kv[1])[:6]
+top = list(kernels.items())[:6]
 device = sorted((e for e in prof.events() if e.device_type == DeviceType.CUDA),
                 key=lambda e: e.time_range.start)
 sites, idle, end, before = collections.Counter(), 0.0, None, None

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections import defaultdict
 from dataclasses import asdict
 
 os.environ.setdefault("HF_STABLE_ATTN_AUTOTUNE", "0")
@@ -23,6 +22,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
 import hf_stable_attn  # noqa: E402
 from benchmarks.tune_kernel import default_shapes, make_inputs  # noqa: E402
+from gpu.profile_e2e import cuda_ms_by_name  # noqa: E402
 
 STEPS = 10
 
@@ -43,11 +43,7 @@ def kernel_ms(step, leaves) -> dict[str, float]:
         for _ in range(STEPS):
             fresh_step()
         torch.cuda.synchronize()
-    total = defaultdict(float)
-    for event in prof.events():
-        if event.device_type == torch.autograd.DeviceType.CUDA:
-            total[event.name] += event.time_range.elapsed_us() / 1000.0
-    return {name: ms / STEPS for name, ms in sorted(total.items(), key=lambda kv: -kv[1])}
+    return cuda_ms_by_name(prof.events(), STEPS)
 
 
 def main(out_path: str) -> None:

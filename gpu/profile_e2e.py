@@ -21,6 +21,16 @@ SYNC_OPS = ("aten::item", "aten::_local_scalar_dense", "aten::nonzero", "cudaStr
             "cudaDeviceSynchronize", "aten::is_nonzero")
 
 
+def cuda_ms_by_name(events, steps: int) -> dict[str, float]:
+    """Mean GPU milliseconds per step of each CUDA kernel (and copy) among a ``torch.profiler``
+    capture's ``events`` that spanned ``steps`` steps, largest first."""
+    total: dict[str, float] = {}
+    for event in events:
+        if event.device_type == torch.autograd.DeviceType.CUDA:
+            total[event.name] = total.get(event.name, 0.0) + event.time_range.elapsed_us() / 1e3
+    return {name: ms / steps for name, ms in sorted(total.items(), key=lambda kv: -kv[1])}
+
+
 def train_steps(impl: str, steps: int):
     spec = MODELS["gpt2-124m"]
     model = build_model(spec, impl, torch.device("cuda"), torch.float32).train()
