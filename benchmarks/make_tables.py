@@ -76,6 +76,12 @@ def _run_line(data: dict, path: str) -> str:
     return f"**{data.get('gpu')}**, {', '.join(parts)}; {data.get('date')} (`{Path(path).name}`)"
 
 
+def _heading(title: str, data: dict, path: str) -> list[str]:
+    """A run's heading, then its ``note`` (e.g. which commit really ran) where it has one."""
+    out = [f"### {title}: {_run_line(data, path)}", ""]
+    return out + [f"Note: {data['note']}.", ""] if data.get("note") else out
+
+
 def _shape_rows(records: list[dict]) -> dict[tuple, dict[str, dict]]:
     """``{(dtype, mode): {shape_key: {impl: record}}}`` in first-seen order."""
     groups: dict[tuple, dict] = {}
@@ -146,7 +152,7 @@ def attention_section(data: dict, path: str, brief: bool = False) -> list[str]:
     """The attention tables; ``brief`` keeps the targets and the ``fwd_bwd`` TFLOP/s tables."""
     records = data["records"]
     impls = [i for i in ATTN_IMPLS if any(r["impl"] == i for r in records)]
-    out = [f"### Attention kernels: {_run_line(data, path)}", ""]
+    out = _heading("Attention kernels", data, path)
     out += ["Targets of issue 4 (bf16, head dim 64/128, seqlen ≥ 2k, fwd_bwd, same run):", ""]
     out += target_summary(records) + [""]
     footnotes = False
@@ -239,7 +245,7 @@ def _problems(records: list[dict]) -> list[str]:
 def e2e_section(data: dict, path: str) -> list[str]:
     records = data["records"]
     impls = [i for i in E2E_IMPLS if any(r["impl"] == i for r in records)]
-    out = [f"### End to end through Transformers: {_run_line(data, path)}", ""]
+    out = _heading("End to end through Transformers", data, path)
     groups: dict[tuple, dict[str, dict]] = {}
     for r in records:
         groups.setdefault((r["model"], r["mode"], r["batch"], r["seqlen"], r.get("precision")), {})[r["impl"]] = r

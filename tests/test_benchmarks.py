@@ -106,6 +106,10 @@ def test_attention_cpu_smoke_records_budget_and_tables(tmp_path):
     assert "fix cost" in tables and "ours/cuDNN" in tables
     assert "| 32 | 16 | yes | 2/1 | 2 |" in tables
     assert "#### Refusals" in tables and "`sdpa_cudnn`" in tables
+    assert "Note:" not in tables
+    noted = tmp_path / "noted.json"
+    noted.write_text(json.dumps({**data, "note": "ran the code of commit abc1234"}))
+    assert "\n\nNote: ran the code of commit abc1234.\n" in make_tables.render([str(noted)])
     doc = tmp_path / "doc.md"
     doc.write_text(f"intro\n{make_tables.BEGIN}\nold\n{make_tables.END}\noutro\n")
     make_tables.main([str(out), "--doc", str(doc)])
