@@ -22,7 +22,9 @@ a small model's step waits on, varies between processes (docs/results/e2e_gpt2_s
 Generation (``mode="generate"``, ``stable_flash`` and ``sdpa``): bf16 weights, a batch of
 ``--gen-prompts`` random prompts of ``--gen-prompt-len`` tokens, exactly ``--gen-new-tokens``
 greedy tokens with the default dynamic cache; ``latency_ms`` is the median whole ``generate``
-call after one warm-up call, ``ms_per_step`` that over the new tokens.
+call after one warm-up call, ``ms_per_step`` that over the new tokens. ``--gen-cache static``
+generates with ``cache_implementation="static"`` instead (``mode="generate_static"``), with which
+Transformers compiles the decoding step on a GPU (CUDA graphs; the first call holds the compile).
 
 Run (GPU): ``PYTHONPATH=$PWD python -m benchmarks.bench_e2e --time-budget-s 170``.
 CPU smoke run: ``--device cpu --tiny`` (two-layer models, a few steps).
@@ -180,7 +182,8 @@ def in_processes(spec: ModelSpec, impl: str, mode: str, device: torch.device, ar
                    "--steps", str(args.steps), "--warmup-steps", str(args.warmup_steps),
                    "--gen-prompts", str(args.gen_prompts), "--gen-prompt-len",
                    str(args.gen_prompt_len), "--gen-new-tokens", str(args.gen_new_tokens),
-                   "--gen-reps", str(args.gen_reps), "--out", str(out)]
+                   "--gen-reps", str(args.gen_reps), "--gen-cache", args.gen_cache,
+                   "--out", str(out)]
             done = subprocess.run(cmd + (["--tiny"] if args.tiny else []), env=env,
                                   capture_output=True, text=True)
             if done.returncode != 0:
@@ -216,10 +219,12 @@ def generate_record(spec: ModelSpec, impl: str, device: torch.device, args) -> d
     )
     new = args.gen_new_tokens
 
+    cache = {"cache_implementation": "static"} if args.gen_cache == "static" else {}
+
     def generate() -> torch.Tensor:
         return model.generate(
             input_ids=prompts, attention_mask=torch.ones_like(prompts), do_sample=False,
-            max_new_tokens=new, min_new_tokens=new, pad_token_id=0,
+            max_new_tokens=new, min_new_tokens=new, pad_token_id=0, **cache,
         )
 
     with torch.no_grad():
@@ -262,7 +267,7 @@ def run_unit(spec: ModelSpec, impl: str, mode: str, device: torch.device, args) 
     try:
         if args.processes > 1:
             return {**base, **in_processes(spec, impl, mode, device, args)}
-        measure = generate_record if mode == "generate" else train_record
+        measure = train_record if mode == "train" else generate_record
         return {**base, **measure(spec, impl, device, args)}
     except Exception as exc:  # refused shape, missing backend, OOM: recorded, the run goes on
         oom = isinstance(exc, torch.cuda.OutOfMemoryError)
@@ -292,6 +297,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--gen-prompt-len", type=int, default=128)
     p.add_argument("--gen-new-tokens", type=int, default=128)
     p.add_argument("--gen-reps", type=int, default=3)
+    p.add_argument("--gen-cache", choices=["dynamic", "static"], default="dynamic",
+                   help="generation's KV cache (static: Transformers compiles the decoding step)")
     p.add_argument("--time-budget-s", type=float, help="start no measurement that would end past this")
     p.add_argument("--out-dir", default="benchmarks/results")
     p.add_argument("--out", help="explicit output path (default <out-dir>/<gpu>-<date>-e2e.json)")
@@ -316,7 +323,8 @@ def main(argv=None) -> dict:
     device = torch.device(args.device)
     catalog = TINY_MODELS if args.tiny else MODELS
     units = [(catalog[m], impl, "train") for m in args.models for impl in args.impls]
-    units += [(catalog[m], impl, "generate") for m in args.models for impl in args.gen_impls]
+    generate = "generate_static" if args.gen_cache == "static" else "generate"
+    units += [(catalog[m], impl, generate) for m in args.models for impl in args.gen_impls]
     head = runinfo.header("e2e", device, {k: v for k, v in vars(args).items() if k != "out"})
     path = runinfo.results_path(args.out_dir, head) if args.out is None else Path(args.out)
     budget = timing.Budget(args.time_budget_s)

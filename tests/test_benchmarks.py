@@ -174,6 +174,23 @@ def test_e2e_cpu_smoke(tmp_path):
     assert "| gpt2-tiny | train | 2×64 | autocast |" in tables and "stable_flash / sdpa" in tables
 
 
+def test_e2e_generation_with_a_static_cache(tmp_path):
+    """``--gen-cache static`` records ``generate_static`` entries, exactly the asked new tokens."""
+    out = tmp_path / "e2e.json"
+    bench_e2e.main([
+        "--device", "cpu", "--tiny", "--models", "llama-tiny", "--impls", "none",
+        "--gen-impls", "stable_flash", "sdpa", "--gen-prompts", "2", "--gen-prompt-len", "4",
+        "--gen-new-tokens", "3", "--gen-reps", "1", "--gen-cache", "static", "--out", str(out),
+    ])
+    records = json.loads(out.read_text())["records"]
+    assert {(r["impl"], r["mode"]) for r in records} == {("stable_flash", "generate_static"),
+                                                         ("sdpa", "generate_static")}
+    for r in records:
+        assert "error" not in r, r
+        assert r["new_tokens"] == 3 and r["latency_ms"] == pytest.approx(3 * r["ms_per_step"])
+    assert "| llama-tiny | generate_static | 2×4 | bf16 |" in make_tables.render([str(out)])
+
+
 def test_e2e_training_in_several_processes(tmp_path):
     """``--processes 2``: each training entry runs in two fresh processes; the record holds both
     step times and their median, both first-step times and the first process's as ``compile_s``,
