@@ -22,6 +22,8 @@ moves any of these pieces.
 
 from __future__ import annotations
 
+import logging
+
 import torch
 from transformers import AttentionInterface
 from transformers import modeling_flash_attention_utils as fa_utils
@@ -32,6 +34,26 @@ from .interface import flash_attn_func, flash_attn_varlen_func
 from .options import _STATE, options_from_config
 
 ATTN_IMPLEMENTATION = "stable_flash"
+
+logger = logging.getLogger(__name__)
+_warned_compiled_unpadding = False
+
+
+@torch.compiler.disable
+def _warn_compiled_unpadding() -> None:
+    """Say once that a padding mask under ``torch.compile`` is slow here (runs outside the graph:
+    the unpadding that follows breaks it anyway)."""
+    global _warned_compiled_unpadding
+    if not _warned_compiled_unpadding:
+        _warned_compiled_unpadding = True
+        logger.warning(
+            "stable_flash under torch.compile with a padding mask (e.g. generate() with a static "
+            "cache, which Transformers compiles) goes through Transformers' unpadding, which "
+            "breaks the graph in every layer, as it does for flash_attention_2; on an H100 "
+            "static-cache generation ran at about 0.1x sdpa. Generate with the default dynamic "
+            "cache, or switch the model to attn_implementation='sdpa' for generation (the fix "
+            "matters for training)."
+        )
 
 
 def _target_dtype(query: torch.Tensor, module: torch.nn.Module) -> torch.dtype | None:
@@ -84,6 +106,8 @@ def stable_flash_attention_forward(
             "packed sequences through position_ids, or use attn_implementation='sdpa', 'eager' or "
             "'flex_attention' for arbitrary masks"
         )
+    if attention_mask is not None and torch.compiler.is_compiling():
+        _warn_compiled_unpadding()
     if hooks.has_observers():
         observed = dict(
             kwargs, dropout=dropout, scaling=scaling, sliding_window=sliding_window,

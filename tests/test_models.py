@@ -1,5 +1,6 @@
 """stable_flash inside every supported transformers family, against eager attention (CPU)."""
 
+import logging
 import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -89,6 +90,26 @@ def test_torch_compile_fullgraph_forward_backward():
     expected = tiny_model("llama", "stable_flash").train()(input_ids=ids, labels=ids).loss
     torch.testing.assert_close(loss, expected, rtol=1e-5, atol=1e-5)
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+
+
+def test_compiled_forward_with_a_padding_mask_warns_once(caplog, monkeypatch):
+    """A padding mask under torch.compile runs through Transformers' unpadding (graph breaks):
+    correct, slow, and said once."""
+    from hf_stable_attn import integration
+
+    monkeypatch.setattr(integration, "_warned_compiled_unpadding", False)
+    model = tiny_model("llama", "stable_flash").eval()
+    ids, mask = left_padded_batch(seed=6, lengths=(9, 12))
+    compiled = torch.compile(model, backend="aot_eager")
+    with caplog.at_level(logging.WARNING, logger="hf_stable_attn.integration"), torch.no_grad():
+        expected = model(input_ids=ids, attention_mask=mask).logits
+        assert not caplog.records, "eager calls must not warn"
+        logits = compiled(input_ids=ids, attention_mask=mask).logits
+        compiled(input_ids=ids, attention_mask=mask)
+    warned = [r for r in caplog.records if "padding mask" in r.getMessage()]
+    assert len(warned) == 1 and "dynamic cache" in warned[0].getMessage()
+    real = mask.bool()
+    torch.testing.assert_close(logits[real], expected[real], rtol=1e-5, atol=1e-5)
 
 
 def test_per_model_options_reach_the_op(monkeypatch):
