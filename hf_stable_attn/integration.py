@@ -11,7 +11,10 @@ and fails. So we:
 2. wrap ``_lazy_imports`` so that our name resolves to ``flash_attn_func`` /
    ``flash_attn_varlen_func`` of this package, and every other name to transformers' own code;
 3. hand the flash path ``position_ids`` only where they can mark packed sequences (its test for
-   them costs small kernels on every call in some releases).
+   them costs small kernels on every call in some releases);
+4. under ``torch.compile``, serve padding masks ourselves (``_attend_with_key_padding``): the
+   flash path unpads with data-dependent shapes and an ``.item()``, a graph break in every layer
+   (generation with a static cache, which Transformers compiles, ran ten times slower).
 
 Our attention function mirrors transformers' ``flash_attention_forward`` (which cannot serve
 GPT-2 in fp32: it looks for an ``nn.Linear`` to pick a dtype), makes the model's options
@@ -21,8 +24,6 @@ moves any of these pieces.
 """
 
 from __future__ import annotations
-
-import logging
 
 import torch
 from transformers import AttentionInterface
@@ -34,26 +35,6 @@ from .interface import flash_attn_func, flash_attn_varlen_func
 from .options import _STATE, options_from_config
 
 ATTN_IMPLEMENTATION = "stable_flash"
-
-logger = logging.getLogger(__name__)
-_warned_compiled_unpadding = False
-
-
-@torch.compiler.disable
-def _warn_compiled_unpadding() -> None:
-    """Say once that a padding mask under ``torch.compile`` is slow here (runs outside the graph:
-    the unpadding that follows breaks it anyway)."""
-    global _warned_compiled_unpadding
-    if not _warned_compiled_unpadding:
-        _warned_compiled_unpadding = True
-        logger.warning(
-            "stable_flash under torch.compile with a padding mask (e.g. generate() with a static "
-            "cache, which Transformers compiles) goes through Transformers' unpadding, which "
-            "breaks the graph in every layer, as it does for flash_attention_2; on an H100 "
-            "static-cache generation ran at about 0.1x sdpa. Generate with the default dynamic "
-            "cache, or switch the model to attn_implementation='sdpa' for generation (the fix "
-            "matters for training)."
-        )
 
 
 def _target_dtype(query: torch.Tensor, module: torch.nn.Module) -> torch.dtype | None:
@@ -76,6 +57,41 @@ def _without_unused_position_ids(kwargs: dict, query: torch.Tensor) -> dict:
     if kwargs.get("position_ids") is not None and (query.shape[0] != 1 or query.shape[2] == 1):
         return {**kwargs, "position_ids": None}
     return kwargs
+
+
+def _attend_with_key_padding(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor,
+    dropout: float,
+    scaling: float | None,
+    sliding_window: int | None,
+    softcap: float | None,
+    is_causal: bool,
+    s_aux: torch.Tensor | None,
+) -> torch.Tensor:
+    """The padded batch in place, with ``attention_mask`` (B, M) as the kernel's key padding
+    mask: what Transformers' flash path computes by unpadding, without its data-dependent shapes
+    and ``.item()`` (graph breaks under ``torch.compile``). query (B, Hq, Sq, D), key/value
+    (B, Hk, Sk, D) with Sk >= M (a static cache's rows past M are not filled yet) -> output
+    (B, Sq, Hq, D), zero on padding queries (as unpadding leaves them)."""
+    q, k, v = (t.transpose(1, 2) for t in (query, key, value))
+    filled = attention_mask.shape[1]
+    k, v = k[:, :filled], v[:, :filled]
+    target = _target_dtype(query, module)
+    if target is not None:
+        q, k, v = q.to(target), k.to(target), v.to(target)
+    window = (-1, -1)
+    if sliding_window is not None and filled > sliding_window:
+        window = (sliding_window - 1, sliding_window - 1)  # as Transformers' flash path
+    keys = attention_mask.bool()
+    out = flash_attn_func(
+        q, k, v, dropout_p=dropout, softmax_scale=scaling, causal=is_causal, window_size=window,
+        softcap=softcap or 0.0, s_aux=s_aux, key_padding_mask=keys,
+    )
+    return out * keys[:, -q.shape[1]:, None, None]
 
 
 def stable_flash_attention_forward(
@@ -106,12 +122,11 @@ def stable_flash_attention_forward(
             "packed sequences through position_ids, or use attn_implementation='sdpa', 'eager' or "
             "'flex_attention' for arbitrary masks"
         )
-    if attention_mask is not None and torch.compiler.is_compiling():
-        _warn_compiled_unpadding()
+    causal = module.is_causal if is_causal is None else is_causal
     if hooks.has_observers():
         observed = dict(
             kwargs, dropout=dropout, scaling=scaling, sliding_window=sliding_window,
-            softcap=softcap, is_causal=module.is_causal if is_causal is None else is_causal,
+            softcap=softcap, is_causal=causal,
         )
         hooks.notify(module, query, key, value, attention_mask, observed)
     head_dim, v_head_dim = query.shape[-1], value.shape[-1]
@@ -120,13 +135,19 @@ def stable_flash_attention_forward(
     previous = _STATE["active"]
     _STATE["active"] = options_from_config(module.config)
     try:
+        if attention_mask is not None and torch.compiler.is_compiling():
+            out = _attend_with_key_padding(
+                module, query, key, value, attention_mask, dropout, scaling, sliding_window,
+                softcap, causal, kwargs.get("s_aux"),
+            )
+            return out[..., :v_head_dim], None
         out = fa_utils._flash_attention_forward(
             query.transpose(1, 2),
             key.transpose(1, 2),
             value.transpose(1, 2),
             attention_mask,
             query_length=query.shape[2],
-            is_causal=module.is_causal if is_causal is None else is_causal,
+            is_causal=causal,
             dropout=dropout,
             softmax_scale=scaling,
             sliding_window=sliding_window,

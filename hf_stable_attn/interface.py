@@ -32,12 +32,13 @@ def _unsupported(alibi_slopes, s_aux, block_table) -> None:
 
 
 def _run(q, k, v, packed, cu_q, cu_k, max_q, max_k, dropout_p, softmax_scale, causal,
-         window_size, softcap, deterministic, stabilize, beta, tie_tolerance, backend):
+         window_size, softcap, deterministic, stabilize, beta, tie_tolerance, backend,
+         key_padding_mask=None):
     options = current_options().updated(
         stabilize=stabilize, beta=beta, tie_tolerance=tie_tolerance, backend=backend
     )
     chosen = ops.resolve_backend(options.backend, q)
-    ops.validate_inputs(q, k, v, chosen, packed)
+    ops.validate_inputs(q, k, v, chosen, packed, key_padding_mask)
     if softmax_scale is None:
         softmax_scale = q.shape[-1] ** -0.5
     left, right = (int(w) for w in window_size)
@@ -46,7 +47,7 @@ def _run(q, k, v, packed, cu_q, cu_k, max_q, max_k, dropout_p, softmax_scale, ca
         q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=max_q, max_seqlen_k=max_k,
         softmax_scale=softmax_scale, causal=causal, window_left=left, window_right=right,
         softcap=float(softcap or 0.0), dropout_p=float(dropout_p), shift=shift, backend=chosen,
-        deterministic=deterministic,
+        deterministic=deterministic, key_padding_mask=key_padding_mask,
     )
 
 
@@ -68,6 +69,7 @@ def flash_attn_func(
     beta: float | None = None,
     tie_tolerance: float | None = None,
     backend: str | None = None,
+    key_padding_mask: Tensor | None = None,
 ):
     """Stabilized attention on padded batches.
 
@@ -84,6 +86,10 @@ def flash_attn_func(
             deterministic (no atomics).
         return_attn_probs: also return the log-sum-exp (batch, nheads, seqlen_q) and None.
         stabilize, beta, tie_tolerance, backend: the fix's options (see ``StableAttnOptions``).
+        key_padding_mask: bool (batch, seqlen_k), False = padding: those keys are never
+            attended (an extension of flash-attn's API; positions stay those of the padded
+            layout, so causal and window masks count padding too). A row that sees no key
+            gives 0.
 
     Returns:
         out (batch, seqlen_q, nheads, headdim); with ``return_attn_probs`` ``(out, lse, None)``.
@@ -92,6 +98,7 @@ def flash_attn_func(
     out, lse = _run(
         q, k, v, False, None, None, q.shape[1], k.shape[1], dropout_p, softmax_scale, causal,
         window_size, softcap, deterministic, stabilize, beta, tie_tolerance, backend,
+        key_padding_mask,
     )
     return (out, lse, None) if return_attn_probs else out
 

@@ -35,12 +35,14 @@ def _kernels():
     return kernels
 
 
-def _masking(cu_q, cu_k, max_q, max_k, scale, causal, left, right, softcap, dropout_p, seed) -> dict:
+def _masking(cu_q, cu_k, max_q, max_k, scale, causal, left, right, softcap, dropout_p, seed,
+             key_padding_mask) -> dict:
     """The masking and dropout keywords that both backends' forward and backward take."""
     return dict(
         cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=max_q, max_seqlen_k=max_k,
         softmax_scale=scale, causal=causal, window_left=left, window_right=right,
         softcap=softcap, dropout_p=dropout_p, seed=int(seed.item()) if seed is not None else 0,
+        key_padding_mask=key_padding_mask,
     )
 
 
@@ -66,11 +68,12 @@ def _forward_impl(
     max_gap: float,
     deterministic: bool,
     backend: str,
+    key_padding_mask: Optional[Tensor] = None,
 ) -> tuple[Tensor, Tensor]:
     """Forward; ``deterministic`` is only recorded for the backward."""
     masking = _masking(
         cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
-        window_left, window_right, softcap, dropout_p, seed,
+        window_left, window_right, softcap, dropout_p, seed, key_padding_mask,
     )
     if backend == "triton":
         out, lse = _kernels().flash_attn_fwd(
@@ -115,10 +118,11 @@ def _backward_impl(
     seed: Optional[Tensor],
     deterministic: bool,
     backend: str,
+    key_padding_mask: Optional[Tensor] = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     masking = _masking(
         cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
-        window_left, window_right, softcap, dropout_p, seed,
+        window_left, window_right, softcap, dropout_p, seed, key_padding_mask,
     )
     dout = dout.contiguous()
     if backend == "triton":
@@ -151,11 +155,11 @@ def _dispatch_free(*tensors: Optional[Tensor]) -> bool:
     )
 
 
-def _run_forward(q, k, v, cu_q, cu_k, seed, static) -> tuple[Tensor, Tensor]:
+def _run_forward(q, k, v, cu_q, cu_k, seed, static, kpm) -> tuple[Tensor, Tensor]:
     """The forward op (or, when ``_dispatch_free``, its implementation) on ``attention``'s
-    packed ``static`` arguments."""
-    forward = _forward_impl if _dispatch_free(q, k, v, cu_q, cu_k) else _fwd
-    return forward(q, k, v, cu_q, cu_k, *static[:8], seed, *static[8:])
+    packed ``static`` arguments and key padding mask ``kpm``."""
+    forward = _forward_impl if _dispatch_free(q, k, v, cu_q, cu_k, kpm) else _fwd
+    return forward(q, k, v, cu_q, cu_k, *static[:8], seed, *static[8:], kpm)
 
 
 class _Attention(torch.autograd.Function):
@@ -166,11 +170,11 @@ class _Attention(torch.autograd.Function):
     ``lse`` is returned without a gradient (as flash-attn's)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, cu_q, cu_k, seed, static):
+    def forward(ctx, q, k, v, cu_q, cu_k, seed, static, kpm):
         (max_q, max_k, scale, causal, left, right, softcap, dropout_p, stabilize, beta,
          tie_window, min_gap, max_gap, deterministic, backend) = static
-        out, lse = _run_forward(q, k, v, cu_q, cu_k, seed, static)
-        ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k, seed)
+        out, lse = _run_forward(q, k, v, cu_q, cu_k, seed, static, kpm)
+        ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k, seed, kpm)
         ctx.static = (max_q, max_k, scale, causal, left, right, softcap, dropout_p,
                       deterministic, backend)
         ctx.mark_non_differentiable(lse)
@@ -178,15 +182,15 @@ class _Attention(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dout, _dlse):
-        q, k, v, out, lse, cu_q, cu_k, seed = ctx.saved_tensors
+        q, k, v, out, lse, cu_q, cu_k, seed, kpm = ctx.saved_tensors
         (max_q, max_k, scale, causal, left, right, softcap, dropout_p, deterministic,
          backend) = ctx.static
-        backward = _backward_impl if _dispatch_free(dout, q, k, v, cu_q, cu_k) else _bwd
+        backward = _backward_impl if _dispatch_free(dout, q, k, v, cu_q, cu_k, kpm) else _bwd
         dq, dk, dv = backward(
             dout, q, k, v, out, lse, cu_q, cu_k, max_q, max_k, scale, causal, left, right,
-            softcap, dropout_p, seed, deterministic, backend,
+            softcap, dropout_p, seed, deterministic, backend, kpm,
         )
-        return dq, dk, dv, None, None, None, None
+        return dq, dk, dv, None, None, None, None, None
 
 
 def resolve_backend(backend: str, q: Tensor) -> str:
@@ -213,7 +217,8 @@ def _log_fp32_fallback(dtype: torch.dtype) -> None:
         )
 
 
-def validate_inputs(q: Tensor, k: Tensor, v: Tensor, backend: str, packed: bool) -> None:
+def validate_inputs(q: Tensor, k: Tensor, v: Tensor, backend: str, packed: bool,
+                    key_padding_mask: Optional[Tensor] = None) -> None:
     """Raise a clear error for inputs the op cannot honour."""
     rank = 3 if packed else 4
     layout = "(total_tokens, heads, head_dim)" if packed else "(batch, seqlen, heads, head_dim)"
@@ -243,6 +248,16 @@ def validate_inputs(q: Tensor, k: Tensor, v: Tensor, backend: str, packed: bool)
         raise ValueError(
             f"batch/seqlen mismatch: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
         )
+    if key_padding_mask is not None:
+        if packed:
+            raise ValueError("key_padding_mask is for padded batches; packed sequences have no padding")
+        if tuple(key_padding_mask.shape) != (k.shape[0], k.shape[1]):
+            raise ValueError(
+                f"key_padding_mask must be (batch, seqlen_k) = {tuple(k.shape[:2])}, "
+                f"got {tuple(key_padding_mask.shape)}"
+            )
+        if key_padding_mask.device != k.device:
+            raise ValueError(f"key_padding_mask is on {key_padding_mask.device}, keys on {k.device}")
 
 
 def attention(
@@ -263,8 +278,10 @@ def attention(
     shift: ShiftParams,
     backend: str,
     deterministic: bool = True,
+    key_padding_mask: Optional[Tensor] = None,
 ) -> tuple[Tensor, Tensor]:
-    """Differentiable stabilized attention; returns ``(out, lse)``. Layouts: docs/design.md."""
+    """Differentiable stabilized attention; returns ``(out, lse)``. Layouts: docs/design.md;
+    ``key_padding_mask`` (dense layout, bool (B, Sk)): keys never attended where False."""
     seed = None
     if dropout_p > 0.0:
         seed = torch.randint(0, 2**62, (), dtype=torch.int64)
@@ -274,5 +291,7 @@ def attention(
         shift.beta, shift.tie_window, shift.min_gap, shift.max_gap, bool(deterministic), backend,
     )
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
-        return _Attention.apply(q, k, v, cu_seqlens_q, cu_seqlens_k, seed, static)
-    return _run_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, seed, static)  # e.g. generation
+        return _Attention.apply(q, k, v, cu_seqlens_q, cu_seqlens_k, seed, static,
+                                key_padding_mask)
+    return _run_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, seed, static,
+                        key_padding_mask)  # e.g. generation

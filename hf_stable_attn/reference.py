@@ -40,7 +40,8 @@ class ReferenceNumerics:
 
 @dataclass(frozen=True)
 class _Layout:
-    """Sequence lengths of a (possibly packed) batch: ``lens_q``/``lens_k`` int64 (N,)."""
+    """Sequence lengths of a (possibly packed) batch: ``lens_q``/``lens_k`` int64 (N,), and
+    which keys a dense batch may attend (``key_ok``, bool (N, max_k), or None for all)."""
 
     lens_q: torch.Tensor
     lens_k: torch.Tensor
@@ -48,13 +49,18 @@ class _Layout:
     max_k: int
     cu_q: torch.Tensor | None
     cu_k: torch.Tensor | None
+    key_ok: torch.Tensor | None = None
 
 
-def _layout(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k) -> _Layout:
+def _layout(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+            key_padding_mask=None) -> _Layout:
     if cu_seqlens_q is None:
         n, sq, sk = q.shape[0], q.shape[1], k.shape[1]
         full = torch.ones(n, dtype=torch.int64, device=q.device)
-        return _Layout(full * sq, full * sk, sq, sk, None, None)
+        key_ok = None if key_padding_mask is None else key_padding_mask.bool()
+        return _Layout(full * sq, full * sk, sq, sk, None, None, key_ok)
+    if key_padding_mask is not None:
+        raise ValueError("key_padding_mask is for the dense layout; packed sequences have no padding")
     lens_q = (cu_seqlens_q[1:] - cu_seqlens_q[:-1]).to(torch.int64)
     lens_k = (cu_seqlens_k[1:] - cu_seqlens_k[:-1]).to(torch.int64)
     return _Layout(lens_q, lens_k, int(max_seqlen_q), int(max_seqlen_k), cu_seqlens_q, cu_seqlens_k)
@@ -98,6 +104,8 @@ def _visible(layout: _Layout, start: int, stop: int, causal: bool, left: int, ri
     lk = layout.lens_k.view(-1, 1, 1)
     diag = i + lk - lq  # key position of query row i (bottom-right alignment)
     ok = (i < lq) & (j < lk)
+    if layout.key_ok is not None:
+        ok = ok & layout.key_ok[:, None, start:stop]
     if causal:
         right = 0
     if right >= 0:
@@ -128,12 +136,12 @@ def _keep_scale(seed: int, p: float, layout: _Layout, heads_q: int, heads_kv: in
 class _Prepared:
     """Inputs in the grouped padded layout, shared by forward and backward."""
 
-    def __init__(self, q, k, v, cu_q, cu_k, max_q, max_k, softmax_scale):
+    def __init__(self, q, k, v, cu_q, cu_k, max_q, max_k, softmax_scale, key_padding_mask=None):
         if cu_q is None and q.dim() != 4:
             raise ValueError(f"dense q must be (batch, seqlen, heads, head_dim), got {tuple(q.shape)}")
         self.heads_q, self.heads_kv = q.shape[-2], k.shape[-2]
         self.total_q, self.total_k = q.shape[0], k.shape[0]
-        self.layout = lay = _layout(q, k, cu_q, cu_k, max_q, max_k)
+        self.layout = lay = _layout(q, k, cu_q, cu_k, max_q, max_k, key_padding_mask)
         self.scale = softmax_scale if softmax_scale is not None else q.shape[-1] ** -0.5
         self.q = self.grouped_q(q)
         self.k = _grouped(_pad(k, lay.cu_k, lay.lens_k, lay.max_k), self.heads_kv)
@@ -196,6 +204,7 @@ def reference_forward(
     softcap: float = 0.0,
     dropout_p: float = 0.0,
     seed: int = 0,
+    key_padding_mask: torch.Tensor | None = None,
     shift: ShiftParams | None = None,
     block_n: int = 128,
     numerics: ReferenceNumerics = ReferenceNumerics(),
@@ -207,6 +216,7 @@ def reference_forward(
     Args:
         q: (B, Sq, Hq, D) or packed (Tq, Hq, D); k, v: (B, Sk, Hk, D) or (Tk, Hk, D).
         cu_seqlens_q/k: int32 (N + 1,) cumulative lengths for the packed layout, else None.
+        key_padding_mask: dense layout only, bool (B, Sk): False keys are never attended.
         shift: the rule's constants (``shift_rule.shift_params``); None = fix on, beta 2.
         observe_p: debug callback ``(p_rounded, shift, tile_start)`` with the ``P`` tile
             (N, Hk, G, Sq, n) exactly as it enters ``P @ V`` and the row shift used for it.
@@ -217,7 +227,8 @@ def reference_forward(
     """
     _check(q, k, v)
     params = shift if shift is not None else shift_params(q.dtype)
-    prep = _Prepared(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale)
+    prep = _Prepared(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale,
+                     key_padding_mask)
     lay = prep.layout
     qf = prep.q.float()
     rows_shape = qf.shape[:-1]
@@ -277,6 +288,7 @@ def reference_backward(
     softcap: float = 0.0,
     dropout_p: float = 0.0,
     seed: int = 0,
+    key_padding_mask: torch.Tensor | None = None,
     block_n: int = 128,
     numerics: ReferenceNumerics = ReferenceNumerics(),
 ):
@@ -286,7 +298,8 @@ def reference_backward(
     returned by the forward. Returns ``(dq, dk, dv)`` in the dtypes and layouts of q, k, v.
     """
     _check(q, k, v)
-    prep = _Prepared(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale)
+    prep = _Prepared(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale,
+                     key_padding_mask)
     lay = prep.layout
     hk = prep.heads_kv
     dof = prep.grouped_q(dout).float()

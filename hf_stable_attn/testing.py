@@ -18,12 +18,13 @@ from .shift_rule import ShiftParams
 
 def launch_kwargs(seqlen_q: int, seqlen_k: int, head_dim: int, **changes) -> dict:
     """Masking keywords of ``kernels.flash_attn_fwd`` / ``flash_attn_bwd`` for dense
-    (B, S, H, D) inputs: scale ``head_dim ** -0.5``, no mask, window, softcap or dropout, unless
-    ``changes`` sets them (``causal=True``; a packed call passes ``cu_seqlens_q/k`` and
-    ``max_seqlen_q/k``)."""
+    (B, S, H, D) inputs: scale ``head_dim ** -0.5``, no mask, window, softcap, dropout or key
+    padding mask, unless ``changes`` sets them (``causal=True``; a packed call passes
+    ``cu_seqlens_q/k`` and ``max_seqlen_q/k``)."""
     kwargs = dict(cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=seqlen_q,
                   max_seqlen_k=seqlen_k, softmax_scale=head_dim**-0.5, causal=False,
-                  window_left=-1, window_right=-1, softcap=0.0, dropout_p=0.0, seed=0)
+                  window_left=-1, window_right=-1, softcap=0.0, dropout_p=0.0, seed=0,
+                  key_padding_mask=None)
     unknown = set(changes) - set(kwargs)
     if unknown:
         raise TypeError(f"unknown launcher keyword(s) {sorted(unknown)}; valid: {sorted(kwargs)}")
@@ -52,7 +53,7 @@ def _dense(x: torch.Tensor, cu: torch.Tensor | None, max_len: int | None):
 def attention_oracle(
     q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None,
     softmax_scale=None, causal=False, window_left=-1, window_right=-1, softcap=0.0,
-    dropout_p=0.0, seed=0, compute_dtype=torch.float64,
+    dropout_p=0.0, seed=0, key_padding_mask=None, compute_dtype=torch.float64,
 ):
     """Standard attention ``softmax(mask(S)) V`` on the full matrix, in ``compute_dtype``.
 
@@ -81,6 +82,8 @@ def attention_oracle(
         ok = ok & (j <= diag + right)
     if window_left >= 0:
         ok = ok & (j >= diag - window_left)
+    if key_padding_mask is not None:
+        ok = ok & key_padding_mask.bool()[:, None, None, :]
     s = s.masked_fill(~ok, float("-inf"))
     p = torch.softmax(s, dim=-1).nan_to_num(0.0)
     if dropout_p > 0:

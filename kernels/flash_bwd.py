@@ -19,8 +19,8 @@ import triton.language as tl
 
 from ._common import (
     INTERPRET, LOG2E, TiledLaunch, autotuned, block_d, ceil_div, check_grid, dot, keep_mask,
-    head_sources, key_tiles, last_dim_contiguous, load_rows, lse_layout, scores, seq_bucket,
-    seq_layout, seeded_jit, sequence_bounds, tma_ready, visible,
+    head_sources, key_mask_bytes, key_tiles, last_dim_contiguous, load_rows, lse_layout, scores,
+    seq_bucket, seq_layout, seeded_jit, sequence_bounds, tma_ready, visible,
 )
 
 LOG2E_C = tl.constexpr(LOG2E)
@@ -28,16 +28,17 @@ LOG2E_C = tl.constexpr(LOG2E)
 
 @triton.jit
 def _dkdv_tiles(
-    dk, dv, k, v, q_src, do_src, LSE, DELTA, l_base, stride_qs, stride_ds,
+    dk, dv, k, v, key_ok, q_src, do_src, LSE, DELTA, l_base, stride_qs, stride_ds,
     offs_n, offs_d, d_ok, b, h, lo, hi, seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k,
     num_heads_q, qk_scale, softcap, window_left, window_right, dropout_p, drop_scale, seed,
     MASKED: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
-    HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
+    HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, HAS_KPM: tl.constexpr,
     DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_M: tl.constexpr, USE_TMA: tl.constexpr,
 ):
     """Query tiles ``[lo, hi)`` of one head against a resident key tile, in the transposed
     orientation (scores as (BLOCK_N, BLOCK_M)) so no register tile needs a transpose.
-    Unmasked tiles lie inside the sequence and the window. Q/dO come from TMA descriptors
+    Unmasked tiles lie inside the sequence and the window; with HAS_KPM, keys whose
+    ``key_ok`` (BLOCK_N,) is false get no probability in any tile. Q/dO come from TMA descriptors
     ``q_src``/``do_src`` (this sequence's rows) when USE_TMA, else from pointers at those bases."""
     offs_m0 = tl.arange(0, BLOCK_M)
     for start_m in range(lo, hi, BLOCK_M):
@@ -61,6 +62,8 @@ def _dkdv_tiles(
             ok_t = visible(offs_m, offs_n, seqlen_q, seqlen_k, window_left, window_right,
                            HAS_WL, HAS_WR, True)
             p_t = tl.where(ok_t, p_t, 0.0)
+        if HAS_KPM:
+            p_t = tl.where(key_ok[:, None], p_t, 0.0)
         dp_t = dot(v, tl.trans(do), DOT_FP32)  # (N, M)
         if HAS_DROPOUT:
             keep_t = keep_mask(seed, dropout_p, b, h, num_heads_q, max_seqlen_q, max_seqlen_k,
@@ -79,7 +82,7 @@ def _dkdv_tiles(
 
 @seeded_jit
 def _dkdv_kernel(
-    Q, K, V, DO, LSE, DELTA, DK, DV, CU_Q, CU_K,
+    Q, K, V, DO, LSE, DELTA, DK, DV, CU_Q, CU_K, KPM,
     stride_qb, stride_qs, stride_qh,
     stride_kb, stride_ks, stride_kh,
     stride_vb, stride_vs, stride_vh,
@@ -87,14 +90,14 @@ def _dkdv_kernel(
     stride_dkb, stride_dks, stride_dkh,
     stride_dvb, stride_dvs, stride_dvh,
     stride_split_dk, stride_split_dv,
-    stride_lb, stride_lh,
+    stride_lb, stride_lh, stride_kpm,
     seqlen_q_dense, seqlen_k_dense, max_seqlen_q, max_seqlen_k,
     num_heads_q, num_heads_k, group, splits, head_dim,
     softmax_scale, qk_scale, softcap, window_left, window_right,
     dropout_p, drop_scale, seed,
     SEQ_BUCKET,
     IS_VARLEN: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
-    HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
+    HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, HAS_KPM: tl.constexpr,
     DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_D: tl.constexpr, TMA_OK: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr,
 ):
@@ -117,6 +120,9 @@ def _dkdv_kernel(
                 mask=kv_mask, other=0.0)
     v = tl.load(V + b64 * stride_vb + hk * stride_vh + krows * stride_vs + offs_d[None, :],
                 mask=kv_mask, other=0.0)
+    key_ok = offs_n < seqlen_k
+    if HAS_KPM:
+        key_ok = tl.load(KPM + b64 * stride_kpm + offs_n, mask=key_ok, other=0) != 0
 
     # Query rows that see this key tile: [lo, full_lo) and [full_hi, hi) straddle a window
     # edge or the sequence end, [full_lo, full_hi) see every key of it (keys past the sequence
@@ -148,14 +154,14 @@ def _dkdv_kernel(
                                      stride_db, stride_dh, stride_ds, seqlen_q, head_dim, BLOCK_M,
                                      BLOCK_D, USE_TMA)
         l_base = b64 * stride_lb + h * stride_lh + q_start
-        args = (k, v, q_src, do_src, LSE, DELTA, l_base, stride_qs, stride_ds,
+        args = (k, v, key_ok, q_src, do_src, LSE, DELTA, l_base, stride_qs, stride_ds,
                 offs_n, offs_d, d_ok, b, h)
         dk, dv = _dkdv_tiles(dk, dv, *args, lo, full_lo, *consts, True, HAS_WL, HAS_WR,
-                             HAS_SOFTCAP, HAS_DROPOUT, DOT_FP32, EVEN_D, BLOCK_M, USE_TMA)
+                             HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_M, USE_TMA)
         dk, dv = _dkdv_tiles(dk, dv, *args, full_lo, full_hi, *consts, False, HAS_WL, HAS_WR,
-                             HAS_SOFTCAP, HAS_DROPOUT, DOT_FP32, EVEN_D, BLOCK_M, USE_TMA)
+                             HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_M, USE_TMA)
         dk, dv = _dkdv_tiles(dk, dv, *args, full_hi, hi, *consts, True, HAS_WL, HAS_WR,
-                             HAS_SOFTCAP, HAS_DROPOUT, DOT_FP32, EVEN_D, BLOCK_M, USE_TMA)
+                             HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_M, USE_TMA)
 
     dk = dk * softmax_scale
     dk_ptrs = (DK + split * stride_split_dk + b64 * stride_dkb + hk * stride_dkh
@@ -168,15 +174,16 @@ def _dkdv_kernel(
 
 @triton.jit
 def _dq_tiles(
-    dq, q, do, lse2, delta, k_src, v_src, stride_ks, stride_vs,
+    dq, q, do, lse2, delta, k_src, v_src, kpm_row, stride_ks, stride_vs,
     offs_m, offs_d, d_ok, b, h, lo, hi, seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k,
     num_heads_q, qk_scale, softcap, window_left, window_right, dropout_p, drop_scale, seed,
     MASKED: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
-    HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
+    HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, HAS_KPM: tl.constexpr,
     DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr,
 ):
     """Key tiles ``[lo, hi)`` for a resident query tile; unmasked tiles lie inside the
-    sequence and the window. K/V from descriptors or pointers as in the forward."""
+    sequence and the window; HAS_KPM reads the key padding mask row ``kpm_row`` in every tile.
+    K/V from descriptors or pointers as in the forward."""
     offs_n = tl.arange(0, BLOCK_N)
     for start_n in range(lo, hi, BLOCK_N):
         cols = start_n + offs_n
@@ -192,6 +199,9 @@ def _dq_tiles(
             ok = visible(offs_m, cols, seqlen_q, seqlen_k, window_left, window_right,
                          HAS_WL, HAS_WR)
             p = tl.where(ok, p, 0.0)
+        if HAS_KPM:
+            key_ok = tl.load(kpm_row + cols, mask=col_ok, other=0) != 0
+            p = tl.where(key_ok[None, :], p, 0.0)
         dp = dot(do, tl.trans(v), DOT_FP32)
         if HAS_DROPOUT:
             keep = keep_mask(seed, dropout_p, b, h, num_heads_q, max_seqlen_q, max_seqlen_k,
@@ -207,21 +217,21 @@ def _dq_tiles(
 
 @seeded_jit
 def _dq_kernel(
-    Q, K, V, O, DO, LSE, DELTA, DQ, CU_Q, CU_K,
+    Q, K, V, O, DO, LSE, DELTA, DQ, CU_Q, CU_K, KPM,
     stride_qb, stride_qs, stride_qh,
     stride_kb, stride_ks, stride_kh,
     stride_vb, stride_vs, stride_vh,
     stride_ob, stride_os, stride_oh,
     stride_db, stride_ds, stride_dh,
     stride_dqb, stride_dqs, stride_dqh,
-    stride_lb, stride_lh,
+    stride_lb, stride_lh, stride_kpm,
     seqlen_q_dense, seqlen_k_dense, max_seqlen_q, max_seqlen_k,
     num_heads_q, group, head_dim,
     softmax_scale, qk_scale, softcap, window_left, window_right,
     dropout_p, drop_scale, seed,
     SEQ_BUCKET,
     IS_VARLEN: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
-    HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
+    HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, HAS_KPM: tl.constexpr,
     DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_D: tl.constexpr, TMA_OK: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr,
 ):
@@ -259,15 +269,16 @@ def _dq_kernel(
                                          HAS_WL, HAS_WR, BLOCK_M, BLOCK_N)
 
     dq = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
-    args = (q, do, lse2, delta, k_src, v_src, stride_ks, stride_vs, offs_m, offs_d, d_ok, b, h)
+    args = (q, do, lse2, delta, k_src, v_src, KPM + b64 * stride_kpm, stride_ks, stride_vs,
+            offs_m, offs_d, d_ok, b, h)
     consts = (seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k, num_heads_q, qk_scale, softcap,
               window_left, window_right, dropout_p, drop_scale, seed)
     dq = _dq_tiles(dq, *args, lo, full_lo, *consts, True, HAS_WL, HAS_WR, HAS_SOFTCAP,
-                   HAS_DROPOUT, DOT_FP32, EVEN_D, BLOCK_N, USE_TMA)
+                   HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_N, USE_TMA)
     dq = _dq_tiles(dq, *args, full_lo, full_hi, *consts, False, HAS_WL, HAS_WR, HAS_SOFTCAP,
-                   HAS_DROPOUT, DOT_FP32, EVEN_D, BLOCK_N, USE_TMA)
+                   HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_N, USE_TMA)
     dq = _dq_tiles(dq, *args, full_hi, hi, *consts, True, HAS_WL, HAS_WR, HAS_SOFTCAP,
-                   HAS_DROPOUT, DOT_FP32, EVEN_D, BLOCK_N, USE_TMA)
+                   HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_N, USE_TMA)
 
     dq = dq * softmax_scale
     tl.store(DQ + b64 * stride_dqb + h * stride_dqh + qrows * stride_dqs + offs_d[None, :],
@@ -303,11 +314,12 @@ _dq_launch = TiledLaunch(_dq_kernel, _DQ_CONFIGS, autotuned(_dq_kernel, _DQ_CONF
 
 def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                    max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap,
-                   dropout_p, seed, deterministic=True):
+                   dropout_p, seed, deterministic=True, key_padding_mask=None):
     """Gradients of ``flash_attn_fwd``: returns (dq, dk, dv) shaped like q, k, v.
 
     Always deterministic (no atomics); ``deterministic`` is accepted for the contract.
-    ``lse`` must be the forward's (fp32, lse layout); dout/out like q.
+    ``lse`` must be the forward's (fp32, lse layout); dout/out like q; ``key_padding_mask`` the
+    forward's (masked keys get zero dK/dV).
     """
     del deterministic
     varlen = cu_seqlens_q is not None
@@ -330,6 +342,8 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
     cu_q = cu_seqlens_q if varlen else lse
     cu_k = cu_seqlens_k if varlen else lse
     lse_strides = lse_layout(lse, varlen)
+    kpm = key_mask_bytes(key_padding_mask, batch, sk, varlen)
+    kpm_args = (lse, 0) if kpm is None else (kpm, kpm.stride(0))
 
     has_softcap = softcap is not None and softcap > 0
     qk_scale = softmax_scale if has_softcap else softmax_scale * LOG2E
@@ -343,7 +357,8 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
     )
     flags = dict(
         IS_VARLEN=varlen, HAS_WL=window_left >= 0, HAS_WR=window_right >= 0,
-        HAS_SOFTCAP=has_softcap, HAS_DROPOUT=dropout_p > 0.0, DOT_FP32=INTERPRET,
+        HAS_SOFTCAP=has_softcap, HAS_DROPOUT=dropout_p > 0.0, HAS_KPM=kpm is not None,
+        DOT_FP32=INTERPRET,
         EVEN_D=bd == head_dim, BLOCK_D=bd,
         TMA_OK=tma_ready(max(sq, sk), q, k, v, dout),
     )
@@ -352,9 +367,9 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
     key = (bucket, head_dim, hq // hk, q.dtype, *flags.values())
 
     # dQ first: its kernel also computes delta = rowsum(dO * O), which the dK/dV kernel reads.
-    dq_args = (q, k, v, out, dout, lse, delta, dq, cu_q, cu_k, *qkv, *seq_layout(out, varlen),
-               *do_layout, *seq_layout(dq, varlen), *lse_strides, *common, hq, hq // hk,
-               head_dim, *tail)
+    dq_args = (q, k, v, out, dout, lse, delta, dq, cu_q, cu_k, kpm_args[0], *qkv,
+               *seq_layout(out, varlen), *do_layout, *seq_layout(dq, varlen), *lse_strides,
+               kpm_args[1], *common, hq, hq // hk, head_dim, *tail)
     _dq_launch(lambda meta: (ceil_div(int(max_seqlen_q), meta["BLOCK_M"]), batch * hq),
                bd, key, dq_args, flags)
 
@@ -367,9 +382,9 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
         dv_out = torch.empty((splits, *v.shape), device=v.device, dtype=torch.float32)
     else:
         dk_out, dv_out = dk.unsqueeze(0), dv.unsqueeze(0)
-    dkdv_args = (q, k, v, dout, lse, delta, dk_out, dv_out, cu_q, cu_k, *qkv, *do_layout,
-                 *seq_layout(dk_out[0], varlen), *seq_layout(dv_out[0], varlen),
-                 dk_out.stride(0), dv_out.stride(0), *lse_strides,
+    dkdv_args = (q, k, v, dout, lse, delta, dk_out, dv_out, cu_q, cu_k, kpm_args[0], *qkv,
+                 *do_layout, *seq_layout(dk_out[0], varlen), *seq_layout(dv_out[0], varlen),
+                 dk_out.stride(0), dv_out.stride(0), *lse_strides, kpm_args[1],
                  *common, hq, hk, hq // hk, splits, head_dim, *tail)
     _dkdv_launch(
         lambda meta: (ceil_div(int(max_seqlen_k), meta["BLOCK_N"]), batch * hk * splits),

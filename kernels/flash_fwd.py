@@ -16,7 +16,7 @@ import triton.language as tl
 
 from ._common import (
     INTERPRET, LN2, LOG2E, TiledLaunch, at_least, autotuned, block_d, ceil_div, check_grid, dot,
-    keep_mask, head_sources, key_tiles, last_dim_contiguous, load_rows, lse_layout,
+    keep_mask, head_sources, key_mask_bytes, key_tiles, last_dim_contiguous, load_rows, lse_layout,
     scores_unscaled, seeded_jit, seq_bucket, seq_layout, sequence_bounds, tie_gap, tma_ready,
     visible,
 )
@@ -27,18 +27,19 @@ ONE_BITS = tl.constexpr(0x3F800000)  # 1.0f as int32
 
 @triton.jit
 def _fwd_tiles(
-    acc, l_i, m1, tied, shift, q, k_src, v_src, stride_ks, stride_vs,
+    acc, l_i, m1, tied, shift, q, k_src, v_src, kpm_row, stride_ks, stride_vs,
     offs_m, offs_d, d_ok, b, h, lo, hi, seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k,
     num_heads_q, qk_scale, softcap, window_left, window_right, dropout_p, drop_scale, seed,
     beta, tie_window, min_gap, max_gap,
     MASKED: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
-    HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
+    HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, HAS_KPM: tl.constexpr,
     STABILIZE: tl.constexpr, SHIFT_SINGLE: tl.constexpr,
     DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr,
 ):
     """Key tiles ``[lo, hi)``; MASKED applies the causal/window/length mask (only the tiles
-    on a mask boundary take this path). K/V come from TMA descriptors ``k_src``/``v_src`` when
-    USE_TMA (rows past the sequence read as zeros), else from pointers at those bases."""
+    on a mask boundary take this path), HAS_KPM the key padding mask row ``kpm_row`` (every
+    tile). K/V come from TMA descriptors ``k_src``/``v_src`` when USE_TMA (rows past the
+    sequence read as zeros), else from pointers at those bases."""
     offs_n = tl.arange(0, BLOCK_N)
     for start_n in range(lo, hi, BLOCK_N):
         cols = start_n + offs_n
@@ -52,6 +53,9 @@ def _fwd_tiles(
             ok = visible(offs_m, cols, seqlen_q, seqlen_k, window_left, window_right,
                          HAS_WL, HAS_WR)
             s = tl.where(ok, s, float("-inf"))
+        if HAS_KPM:
+            key_ok = tl.load(kpm_row + cols, mask=col_ok, other=0) != 0
+            s = tl.where(key_ok[None, :], s, float("-inf"))
 
         m1_new = tl.maximum(m1, tl.max(s, 1) * s_scale)
         shift_new = tl.where(m1_new > float("-inf"), m1_new, 0.0)
@@ -91,12 +95,12 @@ def _fwd_tiles(
 
 @seeded_jit
 def _fwd_kernel(
-    Q, K, V, O, LSE, SHIFT, CU_Q, CU_K,
+    Q, K, V, O, LSE, SHIFT, CU_Q, CU_K, KPM,
     stride_qb, stride_qs, stride_qh,
     stride_kb, stride_ks, stride_kh,
     stride_vb, stride_vs, stride_vh,
     stride_ob, stride_os, stride_oh,
-    stride_lb, stride_lh,
+    stride_lb, stride_lh, stride_kpm,
     seqlen_q_dense, seqlen_k_dense, max_seqlen_q, max_seqlen_k,
     num_heads_q, group, head_dim,
     qk_scale, softcap, window_left, window_right,
@@ -104,7 +108,7 @@ def _fwd_kernel(
     beta, tie_window, min_gap, max_gap,
     SEQ_BUCKET,  # autotune key only
     IS_VARLEN: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
-    HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
+    HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, HAS_KPM: tl.constexpr,
     STABILIZE: tl.constexpr, SHIFT_SINGLE: tl.constexpr, RETURN_SHIFT: tl.constexpr,
     DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_D: tl.constexpr, TMA_OK: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr,
@@ -138,19 +142,22 @@ def _fwd_kernel(
     shift = tl.zeros([BLOCK_M], tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
-    args = (k_src, v_src, stride_ks, stride_vs, offs_m, offs_d, d_ok, b, h)
+    args = (k_src, v_src, KPM + b64 * stride_kpm, stride_ks, stride_vs, offs_m, offs_d, d_ok, b, h)
     consts = (seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k, num_heads_q, qk_scale, softcap,
               window_left, window_right, dropout_p, drop_scale, seed,
               beta, tie_window, min_gap, max_gap)
     acc, l_i, m1, tied, shift = _fwd_tiles(
         acc, l_i, m1, tied, shift, q, *args, lo, full_lo, *consts, True, HAS_WL, HAS_WR,
-        HAS_SOFTCAP, HAS_DROPOUT, STABILIZE, SHIFT_SINGLE, DOT_FP32, EVEN_D, BLOCK_N, USE_TMA)
+        HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, STABILIZE, SHIFT_SINGLE, DOT_FP32, EVEN_D, BLOCK_N,
+        USE_TMA)
     acc, l_i, m1, tied, shift = _fwd_tiles(
         acc, l_i, m1, tied, shift, q, *args, full_lo, full_hi, *consts, False, HAS_WL, HAS_WR,
-        HAS_SOFTCAP, HAS_DROPOUT, STABILIZE, SHIFT_SINGLE, DOT_FP32, EVEN_D, BLOCK_N, USE_TMA)
+        HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, STABILIZE, SHIFT_SINGLE, DOT_FP32, EVEN_D, BLOCK_N,
+        USE_TMA)
     acc, l_i, m1, tied, shift = _fwd_tiles(
         acc, l_i, m1, tied, shift, q, *args, full_hi, hi, *consts, True, HAS_WL, HAS_WR,
-        HAS_SOFTCAP, HAS_DROPOUT, STABILIZE, SHIFT_SINGLE, DOT_FP32, EVEN_D, BLOCK_N, USE_TMA)
+        HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, STABILIZE, SHIFT_SINGLE, DOT_FP32, EVEN_D, BLOCK_N,
+        USE_TMA)
 
     has_keys = l_i > 0.0
     l_safe = tl.where(has_keys, l_i, 1.0)
@@ -190,7 +197,7 @@ _fwd_launch = TiledLaunch(_fwd_kernel, _FWD_CONFIGS, autotuned(
 def flash_attn_fwd(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                    softmax_scale, causal, window_left, window_right, softcap, dropout_p, seed,
                    stabilize, beta, tie_window, min_gap, max_gap, shift_single=False,
-                   return_shift=False):
+                   return_shift=False, key_padding_mask=None):
     """Stabilized attention forward.
 
     Args:
@@ -199,6 +206,8 @@ def flash_attn_fwd(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
         max_seqlen_q/k: longest sequence (dense: Sq/Sk); also the dropout counter's strides.
         softmax_scale: float; causal: bool (sets window_right = 0); window_left/right: -1 unbounded.
         softcap: 0 off; dropout_p in [0, 1); seed: int.
+        key_padding_mask: dense layout only, bool or uint8 (B, Sk), nonzero = attend; keys where
+            it is 0 are never attended (rows that see no key give 0 and lse +inf).
         stabilize, beta, tie_window, min_gap, max_gap, shift_single: the shift rule's constants
             in natural-log units (``shift_rule.ShiftParams``).
     Returns:
@@ -236,10 +245,11 @@ def flash_attn_fwd(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
     bucket = seq_bucket(max_seqlen_q)
     cu_q = cu_seqlens_q if varlen else lse  # unused pointer in the dense layout
     cu_k = cu_seqlens_k if varlen else lse
+    kpm = key_mask_bytes(key_padding_mask, batch, sk, varlen)
     args = (
-        q, k, v, out, lse, shift_out, cu_q, cu_k,
+        q, k, v, out, lse, shift_out, cu_q, cu_k, lse if kpm is None else kpm,
         *seq_layout(q, varlen), *seq_layout(k, varlen), *seq_layout(v, varlen),
-        *seq_layout(out, varlen), *lse_layout(lse, varlen),
+        *seq_layout(out, varlen), *lse_layout(lse, varlen), 0 if kpm is None else kpm.stride(0),
         sq, sk, int(max_seqlen_q), int(max_seqlen_k),
         hq, hq // hk, head_dim,
         float(qk_scale), float(softcap or 0.0), int(window_left), int(window_right),
@@ -249,7 +259,8 @@ def flash_attn_fwd(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
     )
     flags = dict(
         IS_VARLEN=varlen, HAS_WL=window_left >= 0, HAS_WR=window_right >= 0,
-        HAS_SOFTCAP=has_softcap, HAS_DROPOUT=dropout_p > 0.0, STABILIZE=bool(stabilize),
+        HAS_SOFTCAP=has_softcap, HAS_DROPOUT=dropout_p > 0.0, HAS_KPM=kpm is not None,
+        STABILIZE=bool(stabilize),
         SHIFT_SINGLE=bool(shift_single), RETURN_SHIFT=bool(return_shift),
         DOT_FP32=INTERPRET, EVEN_D=bd == head_dim, BLOCK_D=bd,
         TMA_OK=tma_ready(max(sq, sk), k, v),

@@ -50,7 +50,7 @@ from hf_stable_attn.testing import attention_oracle, check_flash_rule, max_error
 def _masking(**kw):
     base = dict(cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None,
                 softmax_scale=None, causal=False, window_left=-1, window_right=-1, softcap=0.0,
-                dropout_p=0.0, seed=0)
+                dropout_p=0.0, seed=0, key_padding_mask=None)
     base.update(kw)
     return base
 
@@ -169,6 +169,27 @@ def test_causal_q_len_differs(sq, sk):
         dead = sq - sk
         assert torch.isinf(lse[:, :, :dead]).all() and (lse[:, :, :dead] > 0).all()
         assert (out[:, :dead] == 0).all()
+
+
+@interp
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+def test_key_padding_mask(causal):
+    """Keys masked out by a (B, Sk) padding mask are never attended, in any tile: left padding,
+    holes, a tail (a static cache's unfilled rows) and a row with no key at all (out 0)."""
+    q, k, v = _inputs((4, 21, 4, 16), (4, 45, 2, 16), seed=13)
+    mask = torch.ones(4, 45, dtype=torch.bool)
+    mask[0, :19] = False  # left padding across two tiles
+    mask[1, 3:7] = False
+    mask[1, 30:] = False  # a hole and an unfilled tail
+    mask[2, ::3] = False  # a hole in every tile
+    mask[3] = False  # nothing to attend
+    out, _ = check_case(q, k, v, _masking(causal=causal, key_padding_mask=mask))
+    assert (out[3] == 0).all()
+    flipped = mask.clone()
+    flipped[0, 5] = True  # one more visible key must change the result
+    changed, _ = run_kernel(q, k, v, _masking(causal=causal, key_padding_mask=flipped),
+                            shift_params(q.dtype))
+    assert not torch.equal(changed[0], out[0])
 
 
 @interp

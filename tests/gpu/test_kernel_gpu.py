@@ -112,6 +112,24 @@ def test_varlen_random_padding(d, dtype, causal):
     _check_against_float64(q, k, v, m, "varlen")
 
 
+@pytest.mark.parametrize("sk", [300, 2048], ids=["pointer-loads", "tma"])
+def test_key_padding_mask_against_float64(sk):
+    """A (B, Sk) key padding mask (what a compiled model's padded batches and static caches
+    use): left padding, a hole with an unfilled tail, and decoding rows, against float64."""
+    torch.manual_seed(sk)
+    q = torch.randn(3, 64, 4, 64, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(3, sk, 2, 64, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    mask = torch.ones(3, sk, dtype=torch.bool, device="cuda")
+    mask[0, : sk // 3] = False
+    mask[1, 10:90] = False
+    mask[1, sk - 40:] = False
+    _check_against_float64(q, k, v, _masking(q, k, causal=True, key_padding_mask=mask),
+                           f"key padding sk={sk}")
+    decode = q[:, -1:].contiguous()
+    _check_against_float64(decode, k, v, _masking(decode, k, causal=True, key_padding_mask=mask),
+                           f"key padding decode sk={sk}")
+
+
 def test_softcap_and_decode():
     torch.manual_seed(0)
     q = torch.randn(2, 1, 8, 128, device="cuda", dtype=torch.bfloat16)
