@@ -75,6 +75,27 @@ def test_custom_ops_pass_opcheck():
     out, lse = torch.ops.hf_stable_attn.fwd.default(*fwd_args)
     bwd_args = (torch.randn_like(out), q, k, v, out, lse, *masking, True, "reference")
     torch.library.opcheck(torch.ops.hf_stable_attn.bwd.default, bwd_args)
+    keys = torch.tensor([[False, True, True, True, False, True, True]])
+    torch.library.opcheck(torch.ops.hf_stable_attn.fwd.default, (*fwd_args, keys))
+    torch.library.opcheck(torch.ops.hf_stable_attn.bwd.default, (*bwd_args, keys))
+
+
+def test_key_padding_mask_equals_unpadding():
+    """A left-padded batch with its key padding mask gives, on every real query, what each
+    sequence gives alone (what Transformers' unpadding computes); masked keys get no gradient."""
+    q, k, v = _qkv(b=3, sq=14, sk=14, requires_grad=True)
+    lengths = [14, 9, 3]
+    keys = torch.arange(14)[None, :] >= 14 - torch.tensor(lengths)[:, None]
+    out = flash_attn_func(q, k, v, causal=True, key_padding_mask=keys)
+    for row, n in enumerate(lengths):
+        alone = flash_attn_func(*(t[row : row + 1, 14 - n :] for t in (q, k, v)), causal=True)
+        torch.testing.assert_close(out[row : row + 1, 14 - n :], alone, rtol=0, atol=0)
+    assert (out[2, :11] == 0).all(), "padding queries see no key here, so they give 0"
+    out.float().square().sum().backward()
+    assert (k.grad[~keys] == 0).all() and (v.grad[~keys] == 0).all()
+    assert torch.isfinite(q.grad).all() and k.grad[keys].abs().sum() > 0
+    with pytest.raises(ValueError, match="key_padding_mask must be"):
+        flash_attn_func(q, k, v, key_padding_mask=keys[:, :5])
 
 
 def test_set_default_options_changes_the_process_default():
