@@ -24,7 +24,7 @@ Generation (``mode="generate"``, ``stable_flash`` and ``sdpa``): bf16 weights, a
 greedy tokens with the default dynamic cache; ``latency_ms`` is the median whole ``generate``
 call after one warm-up call, ``ms_per_step`` that over the new tokens. ``--gen-cache static``
 generates with ``cache_implementation="static"`` instead (``mode="generate_static"``), with which
-Transformers compiles the decoding step on a GPU (CUDA graphs; the first call holds the compile).
+Transformers compiles the decoding step on a GPU (the first call holds the compile).
 
 Run (GPU): ``PYTHONPATH=$PWD python -m benchmarks.bench_e2e --time-budget-s 170``.
 CPU smoke run: ``--device cpu --tiny`` (two-layer models, a few steps).
