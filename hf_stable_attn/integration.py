@@ -26,6 +26,7 @@ moves any of these pieces.
 from __future__ import annotations
 
 import torch
+from torch.compiler import is_compiling
 from transformers import AttentionInterface
 from transformers import modeling_flash_attention_utils as fa_utils
 from transformers.masking_utils import AttentionMaskInterface, flash_attention_mask
@@ -135,7 +136,7 @@ def stable_flash_attention_forward(
     previous = _STATE["active"]
     _STATE["active"] = options_from_config(module.config)
     try:
-        if attention_mask is not None and torch.compiler.is_compiling():
+        if attention_mask is not None and is_compiling():
             out = _attend_with_key_padding(
                 module, query, key, value, attention_mask, dropout, scaling, sliding_window,
                 softcap, causal, kwargs.get("s_aux"),

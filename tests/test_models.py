@@ -37,9 +37,17 @@ def test_logits_and_gradients_match_eager(family, padded):
         torch.testing.assert_close(grads_o[name], grads_e[name], rtol=1e-3, atol=1e-5, msg=name)
 
 
-@pytest.mark.parametrize("cache", ["dynamic", "static"])
+@pytest.mark.parametrize("cache", ["dynamic", "static", "static-compiled-route"])
 @pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_greedy_generate_matches_eager(family, cache):
+def test_greedy_generate_matches_eager(family, cache, monkeypatch):
+    """``static-compiled-route``: the path a compiled model takes (the padding mask as the
+    kernel's key padding mask, keys cut to the mask; Transformers compiles static-cache
+    generation on a GPU), forced here in eager mode."""
+    if cache == "static-compiled-route":
+        from hf_stable_attn import integration
+
+        monkeypatch.setattr(integration, "is_compiling", lambda: True)
+        cache = "static"
     ids, mask = left_padded_batch(seed=2, lengths=(9, 5, 12))
     kwargs = dict(max_new_tokens=6, do_sample=False, attention_mask=mask, pad_token_id=0)
     if cache == "static":
