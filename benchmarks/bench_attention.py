@@ -247,13 +247,8 @@ def prepare(fn: AttnFn, shape: Shape, mode: str, inputs, ref: torch.Tensor, devi
         rel_err = _relative_error(out, ref)
         del out
         peak = timing.peak_extra_mb(call, device, grad_to_none=grads)
-    _clear_grads(q, k, v)
+    timing.clear_grads((q, k, v))
     return Entry({"peak_mem_mb": peak, "compile_s": compile_s, "rel_err": rel_err}, call, grads)
-
-
-def _clear_grads(*tensors: torch.Tensor) -> None:
-    for t in tensors:
-        t.grad = None
 
 
 def prepare_impl(name: str, shape: Shape, modes, inputs, ref, device) -> list[Entry]:
@@ -303,7 +298,7 @@ def time_in_rounds(entries: list[Entry], shape: Shape, device, args) -> None:
             e = ready[i]
             laps[i].append(timing.median_ms(e.call, device, grad_to_none=e.grads,
                                             warmup_ms=args.warmup_ms, rep_ms=args.rep_ms))
-            _clear_grads(*(e.grads or ()))
+            timing.clear_grads(e.grads)
     for e, ms in zip(ready, laps):
         e.record["ms"] = statistics.median(ms)
         e.record["ms_rounds"] = ms

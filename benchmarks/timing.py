@@ -23,7 +23,8 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _clear_grads(tensors: Sequence[torch.Tensor] | None) -> None:
+def clear_grads(tensors: Sequence[torch.Tensor] | None) -> None:
+    """Set ``.grad`` of each of ``tensors`` (if any) to None."""
     for t in tensors or ():
         t.grad = None
 
@@ -57,7 +58,7 @@ def median_ms(
         )
     laps = []
     for _ in range(cpu_reps):
-        _clear_grads(grad_to_none)
+        clear_grads(grad_to_none)
         start = time.perf_counter()
         fn()
         laps.append(time.perf_counter() - start)
@@ -77,7 +78,7 @@ def peak_extra_mb(
     """
     if device.type != "cuda":
         return None
-    _clear_grads(grad_to_none)
+    clear_grads(grad_to_none)
     torch.cuda.synchronize(device)
     before = torch.cuda.memory_allocated(device)
     torch.cuda.reset_peak_memory_stats(device)
