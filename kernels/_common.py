@@ -435,19 +435,21 @@ def check_grid(batch: int, heads: int) -> None:
         )
 
 
-def key_mask_bytes(mask: torch.Tensor | None, batch: int, seqlen_k: int,
-                   varlen: bool) -> torch.Tensor | None:
-    """A key padding mask (B, Sk) (bool or integer, nonzero = attend) as the uint8 rows the
-    kernels read, or None; raises for the packed layout or a wrong shape."""
+def key_mask_args(mask: torch.Tensor | None, batch: int, seqlen_k: int, varlen: bool,
+                  unused: torch.Tensor) -> tuple[torch.Tensor, int, bool]:
+    """The kernels' ``(KPM, stride_kpm, HAS_KPM)`` for a key padding mask (B, Sk) (bool or
+    integer, nonzero = attend): its uint8 rows, their stride and True; without a mask, the
+    pointer ``unused`` (never read), 0 and False. Raises for the packed layout or a wrong shape."""
     if mask is None:
-        return None
+        return unused, 0, False
     if varlen:
         raise ValueError("key_padding_mask is for the dense layout; packed sequences have no padding")
     if tuple(mask.shape) != (batch, seqlen_k):
         raise ValueError(f"key_padding_mask must be (batch, seqlen_k) = ({batch}, {seqlen_k}), "
                          f"got {tuple(mask.shape)}")
     mask = mask.view(torch.uint8) if mask.dtype == torch.bool else (mask != 0).view(torch.uint8)
-    return mask if mask.stride(-1) == 1 else mask.contiguous()
+    mask = mask if mask.stride(-1) == 1 else mask.contiguous()
+    return mask, mask.stride(0), True
 
 
 def last_dim_contiguous(x: torch.Tensor) -> torch.Tensor:

@@ -19,7 +19,7 @@ import triton.language as tl
 
 from ._common import (
     INTERPRET, LOG2E, TiledLaunch, autotuned, block_d, ceil_div, check_grid, dot, keep_mask,
-    head_sources, key_mask_bytes, key_tiles, last_dim_contiguous, load_rows, lse_layout, scores,
+    head_sources, key_mask_args, key_tiles, last_dim_contiguous, load_rows, lse_layout, scores,
     seq_bucket, seq_layout, seeded_jit, sequence_bounds, tma_ready, visible,
 )
 
@@ -342,8 +342,7 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
     cu_q = cu_seqlens_q if varlen else lse
     cu_k = cu_seqlens_k if varlen else lse
     lse_strides = lse_layout(lse, varlen)
-    kpm = key_mask_bytes(key_padding_mask, batch, sk, varlen)
-    kpm_args = (lse, 0) if kpm is None else (kpm, kpm.stride(0))
+    kpm, stride_kpm, has_kpm = key_mask_args(key_padding_mask, batch, sk, varlen, lse)
 
     has_softcap = softcap is not None and softcap > 0
     qk_scale = softmax_scale if has_softcap else softmax_scale * LOG2E
@@ -357,7 +356,7 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
     )
     flags = dict(
         IS_VARLEN=varlen, HAS_WL=window_left >= 0, HAS_WR=window_right >= 0,
-        HAS_SOFTCAP=has_softcap, HAS_DROPOUT=dropout_p > 0.0, HAS_KPM=kpm is not None,
+        HAS_SOFTCAP=has_softcap, HAS_DROPOUT=dropout_p > 0.0, HAS_KPM=has_kpm,
         DOT_FP32=INTERPRET,
         EVEN_D=bd == head_dim, BLOCK_D=bd,
         TMA_OK=tma_ready(max(sq, sk), q, k, v, dout),
@@ -367,9 +366,9 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
     key = (bucket, head_dim, hq // hk, q.dtype, *flags.values())
 
     # dQ first: its kernel also computes delta = rowsum(dO * O), which the dK/dV kernel reads.
-    dq_args = (q, k, v, out, dout, lse, delta, dq, cu_q, cu_k, kpm_args[0], *qkv,
+    dq_args = (q, k, v, out, dout, lse, delta, dq, cu_q, cu_k, kpm, *qkv,
                *seq_layout(out, varlen), *do_layout, *seq_layout(dq, varlen), *lse_strides,
-               kpm_args[1], *common, hq, hq // hk, head_dim, *tail)
+               stride_kpm, *common, hq, hq // hk, head_dim, *tail)
     _dq_launch(lambda meta: (ceil_div(int(max_seqlen_q), meta["BLOCK_M"]), batch * hq),
                bd, key, dq_args, flags)
 
@@ -382,9 +381,9 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
         dv_out = torch.empty((splits, *v.shape), device=v.device, dtype=torch.float32)
     else:
         dk_out, dv_out = dk.unsqueeze(0), dv.unsqueeze(0)
-    dkdv_args = (q, k, v, dout, lse, delta, dk_out, dv_out, cu_q, cu_k, kpm_args[0], *qkv,
+    dkdv_args = (q, k, v, dout, lse, delta, dk_out, dv_out, cu_q, cu_k, kpm, *qkv,
                  *do_layout, *seq_layout(dk_out[0], varlen), *seq_layout(dv_out[0], varlen),
-                 dk_out.stride(0), dv_out.stride(0), *lse_strides, kpm_args[1],
+                 dk_out.stride(0), dv_out.stride(0), *lse_strides, stride_kpm,
                  *common, hq, hk, hq // hk, splits, head_dim, *tail)
     _dkdv_launch(
         lambda meta: (ceil_div(int(max_seqlen_k), meta["BLOCK_N"]), batch * hk * splits),

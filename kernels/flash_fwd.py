@@ -16,7 +16,7 @@ import triton.language as tl
 
 from ._common import (
     INTERPRET, LN2, LOG2E, TiledLaunch, at_least, autotuned, block_d, ceil_div, check_grid, dot,
-    keep_mask, head_sources, key_mask_bytes, key_tiles, last_dim_contiguous, load_rows, lse_layout,
+    keep_mask, head_sources, key_mask_args, key_tiles, last_dim_contiguous, load_rows, lse_layout,
     scores_unscaled, seeded_jit, seq_bucket, seq_layout, sequence_bounds, tie_gap, tma_ready,
     visible,
 )
@@ -245,11 +245,11 @@ def flash_attn_fwd(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
     bucket = seq_bucket(max_seqlen_q)
     cu_q = cu_seqlens_q if varlen else lse  # unused pointer in the dense layout
     cu_k = cu_seqlens_k if varlen else lse
-    kpm = key_mask_bytes(key_padding_mask, batch, sk, varlen)
+    kpm, stride_kpm, has_kpm = key_mask_args(key_padding_mask, batch, sk, varlen, lse)
     args = (
-        q, k, v, out, lse, shift_out, cu_q, cu_k, lse if kpm is None else kpm,
+        q, k, v, out, lse, shift_out, cu_q, cu_k, kpm,
         *seq_layout(q, varlen), *seq_layout(k, varlen), *seq_layout(v, varlen),
-        *seq_layout(out, varlen), *lse_layout(lse, varlen), 0 if kpm is None else kpm.stride(0),
+        *seq_layout(out, varlen), *lse_layout(lse, varlen), stride_kpm,
         sq, sk, int(max_seqlen_q), int(max_seqlen_k),
         hq, hq // hk, head_dim,
         float(qk_scale), float(softcap or 0.0), int(window_left), int(window_right),
@@ -259,7 +259,7 @@ def flash_attn_fwd(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
     )
     flags = dict(
         IS_VARLEN=varlen, HAS_WL=window_left >= 0, HAS_WR=window_right >= 0,
-        HAS_SOFTCAP=has_softcap, HAS_DROPOUT=dropout_p > 0.0, HAS_KPM=kpm is not None,
+        HAS_SOFTCAP=has_softcap, HAS_DROPOUT=dropout_p > 0.0, HAS_KPM=has_kpm,
         STABILIZE=bool(stabilize),
         SHIFT_SINGLE=bool(shift_single), RETURN_SHIFT=bool(return_shift),
         DOT_FP32=INTERPRET, EVEN_D=bd == head_dim, BLOCK_D=bd,
