@@ -1,9 +1,11 @@
 """Where the end-to-end time of a GPT-2 124M training step and of greedy decoding goes, per
 attention implementation (torch.profiler; GPU only).
 
-Writes ``profile_<impl>_<mode>.txt`` (top ops by CUDA time and by CPU time, and the count of
-host-device synchronisations) into ``--out``. Run:
-``PYTHONPATH=$PWD python gpu/profile_e2e.py --out DIR``.
+Modes: ``train`` (3 steps), ``decode`` (16 new tokens, dynamic cache) and ``decode_static``
+(16 new tokens with a static cache, which Transformers compiles; profiled after two warm-up
+generations). Writes ``profile_<impl>_<mode>.txt`` (top ops by CUDA time and by CPU time, and
+the count of host-device synchronisations) into ``--out``. Run:
+``PYTHONPATH=$PWD python gpu/profile_e2e.py --out DIR [--modes train decode decode_static]``.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ def train_steps(impl: str, steps: int):
     return lambda: [step() for _ in range(steps)]
 
 
-def decode(impl: str, new_tokens: int):
+def decode(impl: str, new_tokens: int, cache: str | None = None):
     spec = MODELS["gpt2-124m"]
     model = build_model(spec, impl, torch.device("cuda"), torch.bfloat16).eval()
     prompts = torch.randint(model.config.vocab_size, (8, 128), device="cuda")
@@ -59,9 +61,10 @@ def decode(impl: str, new_tokens: int):
         with torch.no_grad():
             model.generate(input_ids=prompts, attention_mask=torch.ones_like(prompts),
                            do_sample=False, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
-                           pad_token_id=0)
+                           pad_token_id=0, cache_implementation=cache)
 
-    run()
+    for _ in range(1 if cache is None else 2):
+        run()
     torch.cuda.synchronize()
     return run
 
@@ -69,10 +72,15 @@ def decode(impl: str, new_tokens: int):
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
+    ap.add_argument("--modes", nargs="+", default=["train", "decode"],
+                    choices=["train", "decode", "decode_static"])
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    for mode, make in (("train", lambda i: train_steps(i, 3)), ("decode", lambda i: decode(i, 16))):
+    makers = {"train": lambda i: train_steps(i, 3), "decode": lambda i: decode(i, 16),
+              "decode_static": lambda i: decode(i, 16, "static")}
+    for mode in args.modes:
+        make = makers[mode]
         for impl in ("stable_flash", "sdpa"):
             fn = make(impl)
             with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:

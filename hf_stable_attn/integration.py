@@ -10,15 +10,19 @@ and fails. So we:
    (a custom name without its mask function would silently get no padding mask);
 2. wrap ``_lazy_imports`` so that our name resolves to ``flash_attn_func`` /
    ``flash_attn_varlen_func`` of this package, and every other name to transformers' own code;
-3. hand the flash path ``position_ids`` only where they can mark packed sequences (its test for
-   them costs small kernels on every call in some releases);
-4. under ``torch.compile``, serve padding masks ourselves (``_attend_with_key_padding``): the
-   flash path unpads with data-dependent shapes and an ``.item()``, a graph break in every layer
-   (generation with a static cache, which Transformers compiles, ran ten times slower).
+3. send a call through that path only where it does something for us (``_flash_path_needed``:
+   packed sequences, or unpadding a padding mask on several queries in eager mode) and hand
+   it ``position_ids`` only where they can mark packed sequences (its test for them costs
+   small kernels on every call in some releases);
+4. serve every other call ourselves (``_attend``): no padding, decoding steps, and under
+   ``torch.compile`` padding masks too, which go to the kernel as a key padding mask (the flash
+   path unpads with data-dependent shapes and an ``.item()``, a graph break in every layer:
+   generation with a static cache, which Transformers compiles, ran ten times slower). This
+   also skips the path's host time, which a decoding step notices.
 
 Our attention function mirrors transformers' ``flash_attention_forward`` (which cannot serve
 GPT-2 in fp32: it looks for an ``nn.Linear`` to pick a dtype), makes the model's options
-(``hf_stable_attn.configure``) active while ``_flash_attention_forward`` runs, and hands the
+(``hf_stable_attn.configure``) active while the attention runs, and hands the
 inputs to the observers of ``hf_stable_attn.hooks``. ``tests/test_transformers_contract.py`` fails loudly if a release
 moves any of these pieces.
 """
@@ -60,12 +64,31 @@ def _without_unused_position_ids(kwargs: dict, query: torch.Tensor) -> dict:
     return kwargs
 
 
-def _attend_with_key_padding(
+# Keywords with which models hand Transformers' flash path packed sequences or a paged cache.
+_VARLEN_KWARGS = ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k", "block_table")
+
+
+def _flash_path_needed(query: torch.Tensor, attention_mask: torch.Tensor | None,
+                       kwargs: dict) -> bool:
+    """Whether this call needs Transformers' flash path: packed sequences (its varlen keywords,
+    or ``position_ids`` in a one-row batch of several queries) or, in eager mode, a padding mask
+    on several queries per row, which it unpads (no work on padding; a device sync per call).
+    Everything else goes straight to our kernel (``_attend``), which saves the path's host time:
+    a decode step's attention cost 116 us of host time per layer against SDPA's 24
+    (docs/kernel_notes.md, v12)."""
+    if any(kwargs.get(name) is not None for name in _VARLEN_KWARGS):
+        return True
+    if attention_mask is None:
+        return query.shape[0] == 1 and query.shape[2] > 1 and kwargs.get("position_ids") is not None
+    return query.shape[2] > 1 and not is_compiling()
+
+
+def _attend(
     module: torch.nn.Module,
     query: torch.Tensor,
     key: torch.Tensor,
     value: torch.Tensor,
-    attention_mask: torch.Tensor,
+    attention_mask: torch.Tensor | None,
     dropout: float,
     scaling: float | None,
     sliding_window: int | None,
@@ -73,26 +96,29 @@ def _attend_with_key_padding(
     is_causal: bool,
     s_aux: torch.Tensor | None,
 ) -> torch.Tensor:
-    """The padded batch in place, with ``attention_mask`` (B, M) as the kernel's key padding
-    mask: what Transformers' flash path computes by unpadding, without its data-dependent shapes
-    and ``.item()`` (graph breaks under ``torch.compile``). query (B, Hq, Sq, D), key/value
-    (B, Hk, Sk, D) with Sk >= M (a static cache's rows past M are not filled yet) -> output
-    (B, Sq, Hq, D), zero on padding queries (as unpadding leaves them)."""
+    """What Transformers' flash path computes for one padded batch, without it: query
+    (B, Hq, Sq, D), key/value (B, Hk, Sk, D) -> output (B, Sq, Hq, D). A padding mask
+    ``attention_mask`` (B, M), M <= Sk (a static cache's rows past M are not filled yet), becomes
+    the kernel's key padding mask instead of unpadding (which has data-dependent shapes and an
+    ``.item()``: graph breaks under ``torch.compile``); padding queries give 0, as after
+    unpadding."""
     q, k, v = (t.transpose(1, 2) for t in (query, key, value))
-    filled = attention_mask.shape[1]
-    k, v = k[:, :filled], v[:, :filled]
+    keys = None
+    if attention_mask is not None:
+        filled = attention_mask.shape[1]
+        k, v = k[:, :filled], v[:, :filled]
+        keys = attention_mask.bool()
     target = _target_dtype(query, module)
     if target is not None:
         q, k, v = q.to(target), k.to(target), v.to(target)
     window = (-1, -1)
-    if sliding_window is not None and filled > sliding_window:
+    if sliding_window is not None and k.shape[1] > sliding_window:
         window = (sliding_window - 1, sliding_window - 1)  # as Transformers' flash path
-    keys = attention_mask.bool()
     out = flash_attn_func(
         q, k, v, dropout_p=dropout, softmax_scale=scaling, causal=is_causal, window_size=window,
         softcap=softcap or 0.0, s_aux=s_aux, key_padding_mask=keys,
     )
-    return out * keys[:, -q.shape[1]:, None, None]
+    return out if keys is None else out * keys[:, -q.shape[1]:, None, None]
 
 
 def stable_flash_attention_forward(
@@ -136,8 +162,8 @@ def stable_flash_attention_forward(
     previous = _STATE["active"]
     _STATE["active"] = options_from_config(module.config)
     try:
-        if attention_mask is not None and is_compiling():
-            out = _attend_with_key_padding(
+        if not _flash_path_needed(query, attention_mask, kwargs):
+            out = _attend(
                 module, query, key, value, attention_mask, dropout, scaling, sliding_window,
                 softcap, causal, kwargs.get("s_aux"),
             )

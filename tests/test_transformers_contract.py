@@ -81,9 +81,15 @@ def test_position_ids_mark_packing_only_in_one_row_of_several_positions():
     assert not bool(fa_utils._is_packed_sequence(torch.tensor([[7]]), batch_size=1))
 
 
-@pytest.mark.parametrize("batch,length,kept", [(2, 9, False), (1, 9, True), (1, 1, False)])
-def test_position_ids_reach_the_flash_path_only_where_they_can_mark_packing(
-        monkeypatch, batch, length, kept):
+@pytest.mark.parametrize("batch,length,padded,reached,kept", [
+    (2, 9, False, False, False), (1, 9, False, True, True), (1, 1, False, False, False),
+    (2, 9, True, True, False),
+])
+def test_only_packing_or_unpadding_takes_the_flash_path(monkeypatch, batch, length, padded,
+                                                        reached, kept):
+    """Transformers' flash path serves packed sequences (a one-row batch of several positions)
+    and eager padding masks; other calls go straight to our kernel. Where the path runs, it gets
+    ``position_ids`` only where they can mark packing."""
     seen = []
     real = fa_utils._flash_attention_forward
 
@@ -94,6 +100,23 @@ def test_position_ids_reach_the_flash_path_only_where_they_can_mark_packing(
     monkeypatch.setattr(fa_utils, "_flash_attention_forward", spy)
     model = tiny_model("llama", "stable_flash").eval()
     ids = torch.randint(3, 100, (batch, length))
+    mask = torch.ones_like(ids)
+    mask[0, :2] = 0 if padded else 1
     with torch.no_grad():
-        model(input_ids=ids, position_ids=torch.arange(length).expand(batch, length))
-    assert len(seen) == 2 and all((p is not None) == kept for p in seen)
+        model(input_ids=ids, attention_mask=mask,
+              position_ids=torch.arange(length).expand(batch, length))
+    assert len(seen) == (2 if reached else 0)
+    assert all((p is not None) == kept for p in seen)
+
+
+def test_decoding_steps_skip_unpadding(monkeypatch):
+    """Greedy generation on a left-padded batch unpads the prompt (one call per layer) and
+    serves every decoding step's padding mask in the kernel (no unpadding, no device sync)."""
+    unpadded = []
+    real = fa_utils._upad_input
+    monkeypatch.setattr(fa_utils, "_upad_input",
+                        lambda *a, **k: unpadded.append(a[0].shape[1]) or real(*a, **k))
+    model = tiny_model("llama", "stable_flash").eval()
+    ids, mask = left_padded_batch(seed=7, lengths=(9, 5))
+    model.generate(ids, attention_mask=mask, max_new_tokens=4, do_sample=False, pad_token_id=0)
+    assert unpadded == [ids.shape[1]] * model.config.num_hidden_layers
