@@ -1,8 +1,8 @@
 """Host (CPU) time per call of our attention at shapes too small to keep the GPU busy, so the
 time is launch overhead: the Triton launchers, the custom op, the flash-attn interface, and
 SDPA for comparison; a decode step's attention through the Transformers interface (ours against
-transformers' SDPA function); then cProfiles of that decode call and of the forward launcher
-(GPU only).
+transformers' SDPA function, and ours with a padding mask); then cProfiles of that decode call
+and of the forward launcher (GPU only).
 
 Run: ``PYTHONPATH=$PWD python gpu/launch_overhead.py > launch_overhead.txt``.
 """
@@ -84,6 +84,10 @@ def main() -> None:
         for name, (fn, module) in layer_attention.items():
             print(f"  {name:40s} {host_us(lambda: fn(module, qd, kd, vd, None)):8.1f}")
         fn, module = layer_attention["stable_flash"]
+        padded = torch.ones(8, 256, device="cuda", dtype=torch.bool)
+        padded[1, :40] = False  # a left-padded prompt
+        label = "stable_flash, 2D padding mask"
+        print(f"  {label:40s} {host_us(lambda: fn(module, qd, kd, vd, padded)):8.1f}")
         text = host_profile(lambda: fn(module, qd, kd, vd, None), N)
     print(f"\n== cProfile of {N} stable_flash decode calls through the interface\n{text}")
 

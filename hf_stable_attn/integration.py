@@ -6,8 +6,10 @@ static-cache masks) and loads that path's functions by name in
 ``modeling_flash_attention_utils._lazy_imports``; an unknown name is looked up as a hub kernel
 and fails. So we:
 
-1. register our attention function and transformers' ``flash_attention_mask`` under our name
-   (a custom name without its mask function would silently get no padding mask);
+1. register our attention function and a mask function under our name (a custom name without
+   a mask function would silently get no padding mask): transformers' ``flash_attention_mask``,
+   except that a decoding step into a static cache gets a mask as long as the cache
+   (``stable_flash_mask``);
 2. wrap ``_lazy_imports`` so that our name resolves to ``flash_attn_func`` /
    ``flash_attn_varlen_func`` of this package, and every other name to transformers' own code;
 3. send a call through that path only where it does something for us (``_flash_path_needed``:
@@ -33,7 +35,8 @@ import torch
 from torch.compiler import is_compiling
 from transformers import AttentionInterface
 from transformers import modeling_flash_attention_utils as fa_utils
-from transformers.masking_utils import AttentionMaskInterface, flash_attention_mask
+from transformers.masking_utils import (AttentionMaskInterface, causal_mask_function,
+                                        flash_attention_mask)
 
 from . import hooks
 from .interface import flash_attn_func, flash_attn_varlen_func
@@ -100,8 +103,9 @@ def _attend(
     (B, Hq, Sq, D), key/value (B, Hk, Sk, D) -> output (B, Sq, Hq, D). A padding mask
     ``attention_mask`` (B, M), M <= Sk (a static cache's rows past M are not filled yet), becomes
     the kernel's key padding mask instead of unpadding (which has data-dependent shapes and an
-    ``.item()``: graph breaks under ``torch.compile``); padding queries give 0, as after
-    unpadding."""
+    ``.item()``: graph breaks under ``torch.compile``); padding queries among several per row
+    give 0, as after unpadding. A mask longer than its filled rows (``stable_flash_mask``) comes
+    with one query per row."""
     q, k, v = (t.transpose(1, 2) for t in (query, key, value))
     keys = None
     if attention_mask is not None:
@@ -118,7 +122,9 @@ def _attend(
         q, k, v, dropout_p=dropout, softmax_scale=scaling, causal=is_causal, window_size=window,
         softcap=softcap or 0.0, s_aux=s_aux, key_padding_mask=keys,
     )
-    return out if keys is None else out * keys[:, -q.shape[1]:, None, None]
+    if keys is None or q.shape[1] == 1:  # unpadding keeps a single query per row too
+        return out
+    return out * keys[:, -q.shape[1]:, None, None]
 
 
 def stable_flash_attention_forward(
@@ -189,6 +195,29 @@ def stable_flash_attention_forward(
     return out[..., :v_head_dim], None
 
 
+def stable_flash_mask(batch_size: int, q_length: int, kv_length: int, *args,
+                      mask_function=causal_mask_function,
+                      attention_mask: torch.Tensor | None = None, config=None, **kwargs):
+    """Transformers' ``flash_attention_mask`` (a (B, M) padding mask or None), except on a
+    decoding step (one query) into a static cache, where M < ``kv_length``: there the mask is
+    extended with zeros (the cache's unfilled rows) to ``kv_length``, and ``_attend`` masks
+    those keys instead of cutting them off. So every decoding step hands a compiled model a
+    mask of one shape; a new length per token made CUDA graphs (Transformers compiles
+    static-cache generation with ``mode="reduce-overhead"``) record a graph per token. Left as
+    is where a sliding window shorter than the cache may apply (a model with a window, a layer
+    whose mask is not the plain causal one): there the window must count from the last filled
+    row, which only the cut keys give."""
+    mask = flash_attention_mask(batch_size, q_length, kv_length, *args,
+                                mask_function=mask_function, attention_mask=attention_mask,
+                                **kwargs)
+    if mask is None or q_length != 1 or mask.shape[1] >= kv_length:
+        return mask
+    window = getattr(config, "sliding_window", None)
+    if window is not None and kv_length > window and mask_function is not causal_mask_function:
+        return mask
+    return torch.nn.functional.pad(mask, (0, kv_length - mask.shape[1]))
+
+
 def _resolve_stable_flash(original):
     """Wrap transformers' ``_lazy_imports`` so that our name loads our functions."""
 
@@ -210,6 +239,6 @@ def _resolve_stable_flash(original):
 def register() -> None:
     """Make ``attn_implementation="stable_flash"`` available (idempotent)."""
     AttentionInterface.register(ATTN_IMPLEMENTATION, stable_flash_attention_forward)
-    AttentionMaskInterface.register(ATTN_IMPLEMENTATION, flash_attention_mask)
+    AttentionMaskInterface.register(ATTN_IMPLEMENTATION, stable_flash_mask)
     if not hasattr(fa_utils._lazy_imports, "__wrapped_by_hf_stable_attn__"):
         fa_utils._lazy_imports = _resolve_stable_flash(fa_utils._lazy_imports)

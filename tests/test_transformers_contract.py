@@ -12,7 +12,8 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, flash_atten
 
 import hf_stable_attn
 from hf_stable_attn import hooks
-from hf_stable_attn.integration import ATTN_IMPLEMENTATION, stable_flash_attention_forward
+from hf_stable_attn.integration import (ATTN_IMPLEMENTATION, stable_flash_attention_forward,
+                                        stable_flash_mask)
 
 
 def test_lazy_imports_is_wrapped_and_resolves_our_functions():
@@ -32,7 +33,21 @@ def test_register_is_idempotent():
 
 def test_attention_and_mask_functions_are_registered():
     assert AttentionInterface()[ATTN_IMPLEMENTATION] is stable_flash_attention_forward
-    assert ALL_MASK_ATTENTION_FUNCTIONS[ATTN_IMPLEMENTATION] is flash_attention_mask
+    assert ALL_MASK_ATTENTION_FUNCTIONS[ATTN_IMPLEMENTATION] is stable_flash_mask
+
+
+def test_mask_function_is_flash_attention_mask_outside_static_decoding():
+    """Where no static cache's decoding step is concerned our mask function returns what
+    Transformers' flash mask returns (None without padding, else the sliced padding mask)."""
+    mask = torch.ones(2, 9, dtype=torch.bool)
+    assert stable_flash_mask(2, 9, 9, attention_mask=mask) is None
+    assert flash_attention_mask(2, 9, 9, attention_mask=mask) is None
+    mask[0, :3] = False
+    for q_length, kv_length in ((9, 9), (1, 9), (2, 12), (1, 6)):
+        ours = stable_flash_mask(2, q_length, kv_length, attention_mask=mask)
+        theirs = flash_attention_mask(2, q_length, kv_length, attention_mask=mask)
+        assert (ours is None and theirs is None) or torch.equal(ours, theirs)
+    assert stable_flash_mask(2, 9, 9, attention_mask=mask) is not None
 
 
 def test_flash_kwargs_reach_our_function(monkeypatch):
@@ -120,3 +135,25 @@ def test_decoding_steps_skip_unpadding(monkeypatch):
     ids, mask = left_padded_batch(seed=7, lengths=(9, 5))
     model.generate(ids, attention_mask=mask, max_new_tokens=4, do_sample=False, pad_token_id=0)
     assert unpadded == [ids.shape[1]] * model.config.num_hidden_layers
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma2"])
+def test_static_cache_decoding_steps_see_one_mask_shape(family):
+    """With a static cache every decoding step's attention gets a padding mask of the cache's
+    length (so a compiled model sees one shape); the generated tokens equal eager's."""
+    shapes = []
+
+    def record(module, q, k, v, mask, **kwargs):
+        if q.shape[2] == 1 and kwargs["sliding_window"] is None:
+            shapes.append((tuple(mask.shape), k.shape[2]))
+
+    ids, mask = left_padded_batch(seed=8, lengths=(9, 5))
+    kwargs = dict(attention_mask=mask, max_new_tokens=5, do_sample=False, pad_token_id=0,
+                  cache_implementation="static")
+    with hooks.observe_attention(record):
+        got = tiny_model(family, "stable_flash").eval().generate(ids, **kwargs)
+    expected = tiny_model(family, "eager").eval().generate(ids, **kwargs)
+    assert torch.equal(got, expected)
+    assert len(shapes) >= 4 and len(set(shapes)) == 1
+    (mask_shape, keys), = set(shapes)
+    assert mask_shape == (2, keys)
