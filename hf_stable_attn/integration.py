@@ -198,8 +198,9 @@ def stable_flash_attention_forward(
 def stable_flash_mask(batch_size: int, q_length: int, kv_length: int, *args,
                       mask_function=causal_mask_function,
                       attention_mask: torch.Tensor | None = None, config=None, **kwargs):
-    """Transformers' ``flash_attention_mask`` (a (B, M) padding mask or None), except on a
-    decoding step (one query) into a static cache, where M < ``kv_length``: there the mask is
+    """Transformers' ``flash_attention_mask`` (a (B, M) padding mask or None; under
+    ``torch.compile`` the mask even where it has no zeros, as telling would break the graph),
+    except on a decoding step (one query) into a static cache, where M < ``kv_length``: there the mask is
     extended with zeros (the cache's unfilled rows) to ``kv_length``, and ``_attend`` masks
     those keys instead of cutting them off. So every decoding step hands a compiled model a
     mask of one shape; a new length per token made CUDA graphs (Transformers compiles
@@ -207,9 +208,12 @@ def stable_flash_mask(batch_size: int, q_length: int, kv_length: int, *args,
     is where a sliding window shorter than the cache may apply (a model with a window, a layer
     whose mask is not the plain causal one): there the window must count from the last filled
     row, which only the cut keys give."""
-    mask = flash_attention_mask(batch_size, q_length, kv_length, *args,
-                                mask_function=mask_function, attention_mask=attention_mask,
-                                **kwargs)
+    if is_compiling():  # its test for an all-ones mask (``.all()``) would break the graph
+        mask = None if attention_mask is None else attention_mask[:, -kv_length:]
+    else:
+        mask = flash_attention_mask(batch_size, q_length, kv_length, *args,
+                                    mask_function=mask_function, attention_mask=attention_mask,
+                                    **kwargs)
     if mask is None or q_length != 1 or mask.shape[1] >= kv_length:
         return mask
     window = getattr(config, "sliding_window", None)

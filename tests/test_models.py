@@ -119,6 +119,26 @@ def test_compiled_forward_serves_padding_without_unpadding(monkeypatch):
     torch.testing.assert_close(logits[real], expected[real], rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_compiled_static_cache_generation_has_no_graph_break(family):
+    """Static-cache generation with a compiled forward (as Transformers compiles it on a GPU) on
+    a left-padded batch: no graph break in the prefill or the decoding steps (our mask function
+    skips Transformers' data-dependent ``.all()``), and the tokens of eager attention."""
+    from torch._dynamo.utils import counters
+
+    ids, mask = left_padded_batch(seed=9, lengths=(9, 6))
+    kwargs = dict(attention_mask=mask, max_new_tokens=4, do_sample=False, pad_token_id=0,
+                  cache_implementation="static")
+    expected = tiny_model(family, "eager").eval().generate(ids, **kwargs)
+    model = tiny_model(family, "stable_flash").eval()
+    model.forward = torch.compile(model.forward, backend="eager")
+    torch._dynamo.reset()
+    counters.clear()
+    got = model.generate(ids, **kwargs)
+    assert dict(counters["graph_break"]) == {}
+    assert torch.equal(got, expected)
+
+
 def test_per_model_options_reach_the_op(monkeypatch):
     seen = []
     real = ops.attention
