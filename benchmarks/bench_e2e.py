@@ -25,6 +25,8 @@ greedy tokens with the default dynamic cache; ``latency_ms`` is the median whole
 call after one warm-up call, ``ms_per_step`` that over the new tokens. ``--gen-cache static``
 generates with ``cache_implementation="static"`` instead (``mode="generate_static"``), with which
 Transformers compiles the decoding step on a GPU (the first call holds the compile).
+``--gen-left-pad N`` left-pads every second prompt by N tokens (mask 0), as a batch of prompts
+of different lengths is; the records carry ``left_pad``.
 
 Run (GPU): ``PYTHONPATH=$PWD python -m benchmarks.bench_e2e --time-budget-s 170``.
 CPU smoke run: ``--device cpu --tiny`` (two-layer models, a few steps).
@@ -183,7 +185,7 @@ def in_processes(spec: ModelSpec, impl: str, mode: str, device: torch.device, ar
                    "--gen-prompts", str(args.gen_prompts), "--gen-prompt-len",
                    str(args.gen_prompt_len), "--gen-new-tokens", str(args.gen_new_tokens),
                    "--gen-reps", str(args.gen_reps), "--gen-cache", args.gen_cache,
-                   "--out", str(out)]
+                   "--gen-left-pad", str(args.gen_left_pad), "--out", str(out)]
             done = subprocess.run(cmd + (["--tiny"] if args.tiny else []), env=env,
                                   capture_output=True, text=True)
             if done.returncode != 0:
@@ -217,13 +219,16 @@ def generate_record(spec: ModelSpec, impl: str, device: torch.device, args) -> d
     prompts = torch.randint(
         model.config.vocab_size, (args.gen_prompts, args.gen_prompt_len), generator=gen, device=device
     )
+    mask = torch.ones_like(prompts)
+    mask[1::2, :args.gen_left_pad] = 0
+    prompts = prompts.masked_fill(mask == 0, 0)
     new = args.gen_new_tokens
 
     cache = {"cache_implementation": "static"} if args.gen_cache == "static" else {}
 
     def generate() -> torch.Tensor:
         return model.generate(
-            input_ids=prompts, attention_mask=torch.ones_like(prompts), do_sample=False,
+            input_ids=prompts, attention_mask=mask, do_sample=False,
             max_new_tokens=new, min_new_tokens=new, pad_token_id=0, **cache,
         )
 
@@ -260,7 +265,7 @@ def run_unit(spec: ModelSpec, impl: str, mode: str, device: torch.device, args) 
     if mode == "train":
         base.update(batch=spec.batch, seqlen=spec.seqlen)
     else:
-        base.update(batch=args.gen_prompts, seqlen=args.gen_prompt_len)
+        base.update(batch=args.gen_prompts, seqlen=args.gen_prompt_len, left_pad=args.gen_left_pad)
     reason = _skip_reason(spec, impl, device) if mode == "train" else None
     if reason:
         return {**base, "tokens_per_s": None, "ms_per_step": None, "peak_mem_mb": None, "error": reason}
@@ -299,6 +304,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--gen-reps", type=int, default=3)
     p.add_argument("--gen-cache", choices=["dynamic", "static"], default="dynamic",
                    help="generation's KV cache (static: Transformers compiles the decoding step)")
+    p.add_argument("--gen-left-pad", type=int, default=0,
+                   help="padding tokens at the start of every second prompt")
     p.add_argument("--time-budget-s", type=float, help="start no measurement that would end past this")
     p.add_argument("--out-dir", default="benchmarks/results")
     p.add_argument("--out", help="explicit output path (default <out-dir>/<gpu>-<date>-e2e.json)")
@@ -310,6 +317,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         p.error(f"unknown models {unknown}; known: {list(catalog)}")
     if args.processes < 1:
         p.error(f"--processes must be at least 1, got {args.processes}")
+    if not 0 <= args.gen_left_pad < args.gen_prompt_len:
+        p.error(f"--gen-left-pad must be in [0, --gen-prompt-len), got {args.gen_left_pad}")
     args.impls = [] if args.impls == ["none"] else args.impls
     args.gen_impls = [] if args.gen_impls == ["none"] else args.gen_impls
     return args

@@ -214,15 +214,17 @@ def test_e2e_training_in_several_processes(tmp_path):
 
 def test_e2e_generation_in_several_processes(tmp_path):
     """``--processes 2`` for a generation entry: median ms per new token over two processes, the
-    latency and throughput from it."""
+    latency and throughput from it; the processes get ``--gen-left-pad``."""
     out = tmp_path / "e2e.json"
     bench_e2e.main([
         "--device", "cpu", "--tiny", "--models", "gpt2-tiny", "--impls", "none",
         "--gen-impls", "stable_flash", "--gen-prompts", "2", "--gen-prompt-len", "8",
-        "--gen-new-tokens", "4", "--gen-reps", "1", "--processes", "2", "--out", str(out),
+        "--gen-new-tokens", "4", "--gen-reps", "1", "--processes", "2", "--gen-left-pad", "3",
+        "--out", str(out),
     ])
     (record,) = json.loads(out.read_text())["records"]
     assert "error" not in record, record
+    assert record["left_pad"] == 3
     assert record["mode"] == "generate" and record["new_tokens"] == 4
     times = record["ms_per_step_processes"]
     assert len(times) == 2 and all(t > 0 for t in times)
@@ -234,6 +236,11 @@ def test_e2e_generation_in_several_processes(tmp_path):
 def test_e2e_processes_must_be_positive():
     with pytest.raises(SystemExit):
         bench_e2e.parse_args(["--processes", "0"])
+
+
+def test_e2e_left_padding_must_leave_a_token():
+    with pytest.raises(SystemExit):
+        bench_e2e.parse_args(["--gen-prompt-len", "8", "--gen-left-pad", "8"])
 
 
 def test_host_launcher_times_each_part():
