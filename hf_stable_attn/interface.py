@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
+from torch.compiler import is_compiling
 
 from . import ops
 from .options import current_options
@@ -42,7 +43,10 @@ def _run(q, k, v, packed, cu_q, cu_k, max_q, max_k, dropout_p, softmax_scale, ca
     if softmax_scale is None:
         softmax_scale = q.shape[-1] ** -0.5
     left, right = (int(w) for w in window_size)
-    shift = shift_params(q.dtype, options.stabilize, options.beta, options.tie_tolerance)
+    # Under torch.compile the cache is bypassed: Dynamo would trace through it anyway (and
+    # warn that it ignores it); a compiled graph runs this once, at tracing.
+    rule = shift_params.__wrapped__ if is_compiling() else shift_params
+    shift = rule(q.dtype, options.stabilize, options.beta, options.tie_tolerance)
     return ops.attention(
         q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=max_q, max_seqlen_k=max_k,
         softmax_scale=softmax_scale, causal=causal, window_left=left, window_right=right,
