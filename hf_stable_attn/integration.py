@@ -200,9 +200,9 @@ def stable_flash_mask(batch_size: int, q_length: int, kv_length: int, *args,
                       attention_mask: torch.Tensor | None = None, config=None, **kwargs):
     """Transformers' ``flash_attention_mask`` (a (B, M) padding mask or None; under
     ``torch.compile`` the mask even where it has no zeros, as telling would break the graph),
-    except on a decoding step (one query) into a static cache, where M < ``kv_length``: there the mask is
-    extended with zeros (the cache's unfilled rows) to ``kv_length``, and ``_attend`` masks
-    those keys instead of cutting them off. So every decoding step hands a compiled model a
+    except on a decoding step (one query) into a static cache, where M < ``kv_length``: there
+    the mask is extended with zeros (the cache's unfilled rows) to ``kv_length``, and
+    ``_attend`` masks those keys instead of cutting them off. So every decoding step hands a compiled model a
     mask of one shape; a new length per token made CUDA graphs (Transformers compiles
     static-cache generation with ``mode="reduce-overhead"``) record a graph per token. Left as
     is where a sliding window shorter than the cache may apply (a model with a window, a layer
