@@ -7,7 +7,10 @@ implementation with the same seed, dropout off everywhere:
 - ``llama-1b``: Llama-3.2-1B-like (16 layers, 2048 wide, 32 query / 8 KV heads of 64, MLP 8192,
   vocab 32000, tied embeddings: 1.04B parameters), seq 4096, batch 2.
 
-Training (``mode="train"``): AdamW (fused on CUDA), loss on the inputs as labels, no padding mask.
+Training (``mode="train"``): AdamW (fused on CUDA), loss on the inputs as labels, no padding mask
+unless ``--train-left-pad N`` (every second row's first N tokens are padding: mask 0, label -100).
+``--compile BACKEND`` trains ``torch.compile(model, backend=BACKEND)`` (e.g. ``inductor``; records
+carry ``compile_backend``).
 ``--precision autocast`` (default, what ``Trainer(bf16=True)`` does): fp32 master weights and
 optimizer state, bf16 autocast; ``--precision bf16``: bf16 weights and optimizer state.
 ``compile_s`` is the first step (autotuning, FlexAttention's compile, optimizer state); the next
@@ -124,9 +127,15 @@ def _reset_peak(device: torch.device) -> None:
 
 
 def train_record(spec: ModelSpec, impl: str, device: torch.device, args) -> dict:
-    """Time ``args.steps`` AdamW steps of ``spec`` with attention ``impl``."""
+    """Time ``args.steps`` AdamW steps of ``spec`` with attention ``impl`` (compiled with
+    ``args.compile`` unless "none"; every second row left-padded by ``args.train_left_pad``)."""
     autocast = args.precision == "autocast"
     model = build_model(spec, impl, device, torch.float32 if autocast else torch.bfloat16).train()
+    forward = model if args.compile == "none" else torch.compile(model, backend=args.compile)
+    mask = None
+    if args.train_left_pad:
+        mask = torch.ones(spec.batch, spec.seqlen, dtype=torch.long, device=device)
+        mask[1::2, :args.train_left_pad] = 0
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device.type == "cuda")
     vocab = model.config.vocab_size
     gen = torch.Generator(device=device).manual_seed(1)
@@ -137,7 +146,8 @@ def train_record(spec: ModelSpec, impl: str, device: torch.device, args) -> dict
 
     def step(ids: torch.Tensor) -> float:
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
-            loss = model(input_ids=ids, labels=ids).loss
+            labels = ids if mask is None else ids.masked_fill(mask == 0, -100)
+            loss = forward(input_ids=ids, attention_mask=mask, labels=labels).loss
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -185,7 +195,8 @@ def in_processes(spec: ModelSpec, impl: str, mode: str, device: torch.device, ar
                    "--gen-prompts", str(args.gen_prompts), "--gen-prompt-len",
                    str(args.gen_prompt_len), "--gen-new-tokens", str(args.gen_new_tokens),
                    "--gen-reps", str(args.gen_reps), "--gen-cache", args.gen_cache,
-                   "--gen-left-pad", str(args.gen_left_pad), "--out", str(out)]
+                   "--gen-left-pad", str(args.gen_left_pad), "--train-left-pad",
+                   str(args.train_left_pad), "--compile", args.compile, "--out", str(out)]
             done = subprocess.run(cmd + (["--tiny"] if args.tiny else []), env=env,
                                   capture_output=True, text=True)
             if done.returncode != 0:
@@ -263,7 +274,8 @@ def run_unit(spec: ModelSpec, impl: str, mode: str, device: torch.device, args) 
     """One record; errors (a refused implementation, an OOM) become an ``error`` field."""
     base = {"impl": impl, "model": spec.name, "mode": mode, "precision": args.precision if mode == "train" else "bf16"}
     if mode == "train":
-        base.update(batch=spec.batch, seqlen=spec.seqlen)
+        base.update(batch=spec.batch, seqlen=spec.seqlen, left_pad=args.train_left_pad,
+                    compile_backend=args.compile)
     else:
         base.update(batch=args.gen_prompts, seqlen=args.gen_prompt_len, left_pad=args.gen_left_pad)
     reason = _skip_reason(spec, impl, device) if mode == "train" else None
@@ -304,6 +316,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--gen-reps", type=int, default=3)
     p.add_argument("--gen-cache", choices=["dynamic", "static"], default="dynamic",
                    help="generation's KV cache (static: Transformers compiles the decoding step)")
+    p.add_argument("--train-left-pad", type=int, default=0,
+                   help="padding tokens at the start of every second training row")
+    p.add_argument("--compile", default="none",
+                   help="torch.compile backend for the training model (none: eager)")
     p.add_argument("--gen-left-pad", type=int, default=0,
                    help="padding tokens at the start of every second prompt")
     p.add_argument("--time-budget-s", type=float, help="start no measurement that would end past this")
@@ -317,6 +333,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         p.error(f"unknown models {unknown}; known: {list(catalog)}")
     if args.processes < 1:
         p.error(f"--processes must be at least 1, got {args.processes}")
+    if not 0 <= args.train_left_pad < min(catalog[m].seqlen for m in args.models):
+        p.error(f"--train-left-pad must leave every row a token, got {args.train_left_pad}")
     if not 0 <= args.gen_left_pad < args.gen_prompt_len:
         p.error(f"--gen-left-pad must be in [0, --gen-prompt-len), got {args.gen_left_pad}")
     args.impls = [] if args.impls == ["none"] else args.impls

@@ -191,6 +191,33 @@ def test_e2e_generation_with_a_static_cache(tmp_path):
     assert "| llama-tiny | generate_static | 2×4 | bf16 |" in make_tables.render([str(out)])
 
 
+def test_e2e_compiled_training_on_a_padded_batch(tmp_path):
+    """``--compile`` and ``--train-left-pad``: compiled training steps on left-padded rows, the
+    records say so, and both attention implementations reach the same loss."""
+    from torch._dynamo.utils import counters
+
+    counters.clear()
+    out = tmp_path / "e2e.json"
+    bench_e2e.main([
+        "--device", "cpu", "--tiny", "--models", "gpt2-tiny", "--impls", "stable_flash", "sdpa",
+        "--gen-impls", "none", "--steps", "1", "--warmup-steps", "0", "--train-left-pad", "16",
+        "--compile", "aot_eager", "--out", str(out),
+    ])
+    records = json.loads(out.read_text())["records"]
+    assert len(records) == 2
+    for r in records:
+        assert "error" not in r, r
+        assert r["left_pad"] == 16 and r["compile_backend"] == "aot_eager"
+    assert records[0]["loss"] == pytest.approx(records[1]["loss"], rel=1e-2)
+    assert counters["stats"]["unique_graphs"] > 0  # the model ran compiled
+    bench_e2e.main([
+        "--device", "cpu", "--tiny", "--models", "gpt2-tiny", "--impls", "sdpa",
+        "--gen-impls", "none", "--steps", "1", "--warmup-steps", "0", "--out", str(out),
+    ])
+    (unpadded,) = json.loads(out.read_text())["records"]
+    assert unpadded["loss"] != pytest.approx(records[1]["loss"], rel=1e-5)  # the padding counted
+
+
 def test_e2e_training_in_several_processes(tmp_path):
     """``--processes 2``: each training entry runs in two fresh processes; the record holds both
     step times and their median, both first-step times and the first process's as ``compile_s``,
@@ -241,6 +268,8 @@ def test_e2e_processes_must_be_positive():
 def test_e2e_left_padding_must_leave_a_token():
     with pytest.raises(SystemExit):
         bench_e2e.parse_args(["--gen-prompt-len", "8", "--gen-left-pad", "8"])
+    with pytest.raises(SystemExit):
+        bench_e2e.parse_args(["--tiny", "--models", "gpt2-tiny", "--train-left-pad", "64"])
 
 
 def test_host_launcher_times_each_part():
