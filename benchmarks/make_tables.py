@@ -242,16 +242,27 @@ def _problems(records: list[dict]) -> list[str]:
     return out
 
 
+def _batch_cell(r: dict) -> str:
+    """An e2e record's batch column: batch × seq, then its left padding (of every second row)
+    and its ``torch.compile`` backend where the run had them."""
+    cell = f"{r['batch']}×{r['seqlen']}"
+    if r.get("left_pad"):
+        cell += f", left pad {r['left_pad']}"
+    if r.get("compile_backend") not in (None, "none"):
+        cell += f", compiled ({r['compile_backend']})"
+    return cell
+
+
 def e2e_section(data: dict, path: str) -> list[str]:
     records = data["records"]
     impls = [i for i in E2E_IMPLS if any(r["impl"] == i for r in records)]
     out = _heading("End to end through Transformers", data, path)
     groups: dict[tuple, dict[str, dict]] = {}
     for r in records:
-        groups.setdefault((r["model"], r["mode"], r["batch"], r["seqlen"], r.get("precision")), {})[r["impl"]] = r
+        groups.setdefault((r["model"], r["mode"], _batch_cell(r), r.get("precision")), {})[r["impl"]] = r
     rows, errors = [], []
-    for (model, mode, batch, seqlen, precision), by_impl in groups.items():
-        row = [model, mode, f"{batch}×{seqlen}", str(precision)]
+    for (model, mode, batch, precision), by_impl in groups.items():
+        row = [model, mode, batch, str(precision)]
         for impl in impls:
             r = by_impl.get(impl)
             if r is None:
@@ -265,7 +276,8 @@ def e2e_section(data: dict, path: str) -> list[str]:
         row.append(_fmt_ratio(_ratio(ours.get("tokens_per_s"), sdpa.get("tokens_per_s"))))
         rows.append(row)
     out += ["Tokens/s (peak GiB); train: batch × seq per step; generate: prompts × prompt length, "
-            "tokens/s counts new tokens. Target: stable_flash / sdpa ≥ 0.95 in training.", ""]
+            "tokens/s counts new tokens; left pad: padding tokens at the start of every second "
+            "row. Target: stable_flash / sdpa ≥ 0.95 in training (no padding, eager).", ""]
     out += _table(["model", "mode", "batch", "precision"] + impls + ["stable_flash / sdpa"], rows) + [""]
     spread = [f"{r['model']} {r['mode']} `{r['impl']}` "
               + ", ".join(f"{ms:.1f}" for ms in r["ms_per_step_processes"])

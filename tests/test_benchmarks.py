@@ -210,6 +210,8 @@ def test_e2e_compiled_training_on_a_padded_batch(tmp_path):
         assert r["left_pad"] == 16 and r["compile_backend"] == "aot_eager"
     assert records[0]["loss"] == pytest.approx(records[1]["loss"], rel=1e-2)
     assert counters["stats"]["unique_graphs"] > 0  # the model ran compiled
+    assert "| gpt2-tiny | train | 2×64, left pad 16, compiled (aot_eager) | autocast |" in \
+        make_tables.render([str(out)])
     bench_e2e.main([
         "--device", "cpu", "--tiny", "--models", "gpt2-tiny", "--impls", "sdpa",
         "--gen-impls", "none", "--steps", "1", "--warmup-steps", "0", "--out", str(out),
