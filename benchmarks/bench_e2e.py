@@ -126,6 +126,14 @@ def _reset_peak(device: torch.device) -> None:
         torch.cuda.reset_peak_memory_stats(device)
 
 
+def left_padding_mask(batch: int, seqlen: int, pad: int, device: torch.device) -> torch.Tensor:
+    """Attention mask (batch, seqlen) of ones, with every second row's first ``pad`` positions
+    0 (left padding, as a batch of sequences of different lengths has)."""
+    mask = torch.ones(batch, seqlen, dtype=torch.long, device=device)
+    mask[1::2, :pad] = 0
+    return mask
+
+
 def train_record(spec: ModelSpec, impl: str, device: torch.device, args) -> dict:
     """Time ``args.steps`` AdamW steps of ``spec`` with attention ``impl`` (compiled with
     ``args.compile`` unless "none"; every second row left-padded by ``args.train_left_pad``)."""
@@ -134,8 +142,7 @@ def train_record(spec: ModelSpec, impl: str, device: torch.device, args) -> dict
     forward = model if args.compile == "none" else torch.compile(model, backend=args.compile)
     mask = None
     if args.train_left_pad:
-        mask = torch.ones(spec.batch, spec.seqlen, dtype=torch.long, device=device)
-        mask[1::2, :args.train_left_pad] = 0
+        mask = left_padding_mask(spec.batch, spec.seqlen, args.train_left_pad, device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device.type == "cuda")
     vocab = model.config.vocab_size
     gen = torch.Generator(device=device).manual_seed(1)
@@ -230,8 +237,7 @@ def generate_record(spec: ModelSpec, impl: str, device: torch.device, args) -> d
     prompts = torch.randint(
         model.config.vocab_size, (args.gen_prompts, args.gen_prompt_len), generator=gen, device=device
     )
-    mask = torch.ones_like(prompts)
-    mask[1::2, :args.gen_left_pad] = 0
+    mask = left_padding_mask(args.gen_prompts, args.gen_prompt_len, args.gen_left_pad, device)
     prompts = prompts.masked_fill(mask == 0, 0)
     new = args.gen_new_tokens
 

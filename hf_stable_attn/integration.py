@@ -57,12 +57,18 @@ def _target_dtype(query: torch.Tensor, module: torch.nn.Module) -> torch.dtype |
     return weight.dtype if weight is not None and weight.dtype != torch.float32 else None
 
 
+def _may_mark_packing(query: torch.Tensor, kwargs: dict) -> bool:
+    """Whether ``position_ids`` are given where they can mark packed sequences: a one-row batch
+    of several queries (query (B, Hq, Sq, D))."""
+    return kwargs.get("position_ids") is not None and query.shape[0] == 1 and query.shape[2] > 1
+
+
 def _without_unused_position_ids(kwargs: dict, query: torch.Tensor) -> dict:
-    """``kwargs`` less ``position_ids`` where they cannot mark packed sequences: a batch of more
-    than one row, or one query per row (decoding). Transformers' flash path reads them only to
-    detect packing, and some releases (5.17) run that test on every call: about three small
-    kernels per layer (measured on GPT-2), and for a one-row batch a device sync."""
-    if kwargs.get("position_ids") is not None and (query.shape[0] != 1 or query.shape[2] == 1):
+    """``kwargs`` less ``position_ids`` where they cannot mark packed sequences (a batch of more
+    than one row, or one query per row). Transformers' flash path reads them only to detect
+    packing, and some releases (5.17) run that test on every call: about three small kernels per
+    layer (measured on GPT-2), and for a one-row batch a device sync."""
+    if kwargs.get("position_ids") is not None and not _may_mark_packing(query, kwargs):
         return {**kwargs, "position_ids": None}
     return kwargs
 
@@ -82,7 +88,7 @@ def _flash_path_needed(query: torch.Tensor, attention_mask: torch.Tensor | None,
     if any(kwargs.get(name) is not None for name in _VARLEN_KWARGS):
         return True
     if attention_mask is None:
-        return query.shape[0] == 1 and query.shape[2] > 1 and kwargs.get("position_ids") is not None
+        return _may_mark_packing(query, kwargs)
     return query.shape[2] > 1 and not is_compiling()
 
 
