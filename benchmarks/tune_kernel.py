@@ -82,9 +82,11 @@ def small(shape: Shape) -> Shape:
 
 
 def ptxas_version() -> str:
-    """The ptxas release Triton compiles with (``TRITON_PTXAS_PATH`` or its bundled one)."""
-    from triton import knobs
-    return knobs.nvidia.ptxas.version
+    """The ptxas release our kernels compile with (``kernels/_ptxas.py``: the user's
+    ``TRITON_PTXAS_PATH``, else torch's where it is newer than Triton's, else Triton's)."""
+    from hf_stable_attn.kernels import _ptxas
+    found = _ptxas.release(_ptxas.compiling_ptxas())
+    return ".".join(map(str, found)) if found else "unknown"
 
 
 def make_inputs(shape: Shape, seed: int = 0):

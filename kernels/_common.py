@@ -14,6 +14,8 @@ import triton
 import triton.language as tl
 from triton.runtime import _allocation
 
+from ._ptxas import ptxas_for_compile, two_stage_tma_ok
+
 # Triton 3.9's interpreter returns garbage for bf16 tl.dot: cast dot operands to fp32 there.
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 # HF_STABLE_ATTN_AUTOTUNE=0 launches one heuristic config per shape (quick compiles, e.g. test sweeps).
@@ -323,6 +325,7 @@ class TiledLaunch:
     specialization of every argument); later calls launch the compiled kernel it returned.
     ``key`` must determine the autotuner's own key (ours add the dtype and every flag). The
     kernel's compile-time parameters must follow its runtime ones (``args``), as in all ours.
+    Those first calls, the only ones that may compile, run under ``_ptxas.ptxas_for_compile``.
     """
 
     def __init__(self, kernel, table, tuned):
@@ -338,7 +341,8 @@ class TiledLaunch:
         if AUTOTUNE:
             config = self.chosen.get(key)
             if config is None:
-                self.tuned[grid](*args, **flags)
+                with ptxas_for_compile():
+                    self.tuned[grid](*args, **flags)
                 self.chosen[key] = self.tuned.best_config
                 return
             meta = config.all_kwargs()
@@ -353,7 +357,8 @@ class TiledLaunch:
         exact = (key, tuple(meta.items()), args[0].device, specialization(args))
         compiled = self.compiled.get(exact)
         if compiled is None:
-            self.compiled[exact] = self.kernel[grid](*args, **flags, **meta)
+            with ptxas_for_compile():
+                self.compiled[exact] = self.kernel[grid](*args, **flags, **meta)
         else:
             named = {**flags, **meta}
             compiled[(*grid(named), 1, 1)[:3]](*args, *[named[name] for name in self.constexprs])
@@ -398,14 +403,17 @@ def seq_bucket(n: int) -> int:
 
 def prune_configs(limits):
     """``early_config_prune`` keeping the configs in ``limits(BLOCK_D)`` (tile_config tuples),
-    without TMA ones unless the launch's ``TMA_OK``."""
+    without TMA ones unless the launch's ``TMA_OK``, and without 2-stage TMA ones unless the
+    ptxas that compiles them builds those (``_ptxas.two_stage_tma_ok``)."""
 
     def prune(configs, named_args, **kwargs):
         allowed = limits(kwargs.get("BLOCK_D", named_args.get("BLOCK_D")))
         tma_ok = kwargs.get("TMA_OK", named_args.get("TMA_OK", False))
+        min_tma_stages = 2 if tma_ok and two_stage_tma_ok() else 3
         kept = [c for c in configs
                 if (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages,
-                    c.kwargs["USE_TMA"]) in allowed and (tma_ok or not c.kwargs["USE_TMA"])]
+                    c.kwargs["USE_TMA"]) in allowed
+                and (not c.kwargs["USE_TMA"] or (tma_ok and c.num_stages >= min_tma_stages))]
         return kept or [c for c in configs if not c.kwargs["USE_TMA"]][:1]
 
     return prune

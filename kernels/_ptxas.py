@@ -1,0 +1,82 @@
+"""Which ptxas builds our kernels on NVIDIA GPUs.
+
+Triton 3.6 bundles the ptxas of CUDA 12.8, which crashes (SIGSEGV) on our 2-stage TMA configs;
+CUDA 13's ptxas builds them, and on an H100 the D64 forward's (64, 64, 4, 2, TMA) config ran
+the causal forward 6-8% faster than the best 3-stage one (docs/kernel_notes.md, v10 and v15).
+PyTorch's CUDA 13 wheels ship that ptxas (``torch/bin/ptxas``), and ``torch.compile`` points
+Triton at it for the whole process. We point Triton at it only while our own kernels compile
+(``TiledLaunch``'s first launch of a config), only when it is newer than Triton's own, and never
+when the user chose one (``TRITON_PTXAS_PATH``, which ``triton.knobs.nvidia.ptxas`` also sets).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import re
+import subprocess
+
+import torch
+import triton
+
+PTXAS_ENV = "TRITON_PTXAS_PATH"
+# The first ptxas release that builds our 2-stage TMA kernels (12.8 and 12.9 crash on them).
+TWO_STAGE_TMA_RELEASE = (13, 0)
+
+
+def triton_ptxas() -> str:
+    """Path of the ptxas bundled with Triton."""
+    return os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
+
+
+def torch_ptxas() -> str:
+    """Path of the ptxas shipped with PyTorch's CUDA wheels (absent from CPU builds)."""
+    return os.path.join(os.path.dirname(torch.__file__), "bin", "ptxas")
+
+
+@functools.lru_cache(maxsize=None)
+def release(path: str) -> tuple[int, int] | None:
+    """``(major, minor)`` of the ptxas at ``path`` (``--version``), None if it does not run."""
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = re.search(r"release (\d+)\.(\d+)", out.stdout)
+    return (int(found[1]), int(found[2])) if found else None
+
+
+@functools.lru_cache(maxsize=1)
+def newer_torch_ptxas() -> str | None:
+    """torch's ptxas where it runs and is a newer release than Triton's, else None."""
+    ours = release(torch_ptxas()) if os.access(torch_ptxas(), os.X_OK) else None
+    bundled = release(triton_ptxas())
+    if ours is None or (bundled is not None and ours <= bundled):
+        return None
+    return torch_ptxas()
+
+
+def compiling_ptxas() -> str:
+    """The ptxas our kernels compile with now: the user's, else torch's if newer, else Triton's."""
+    return os.environ.get(PTXAS_ENV) or newer_torch_ptxas() or triton_ptxas()
+
+
+def two_stage_tma_ok() -> bool:
+    """Whether that ptxas builds 2-stage TMA configs."""
+    found = release(compiling_ptxas())
+    return found is not None and found >= TWO_STAGE_TMA_RELEASE
+
+
+@contextlib.contextmanager
+def ptxas_for_compile():
+    """Around a launch that may compile: ``TRITON_PTXAS_PATH`` at torch's ptxas while it runs,
+    where that ptxas is newer than Triton's and no ptxas was chosen; otherwise nothing."""
+    path = None if os.environ.get(PTXAS_ENV) else newer_torch_ptxas()
+    if path is None:
+        yield
+        return
+    os.environ[PTXAS_ENV] = path
+    try:
+        yield
+    finally:
+        os.environ.pop(PTXAS_ENV, None)

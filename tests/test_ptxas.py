@@ -1,0 +1,133 @@
+"""Which ptxas builds our kernels (kernels/_ptxas.py), with stand-in ptxas executables."""
+
+import os
+import stat
+
+import pytest
+import torch
+import triton
+
+from hf_stable_attn.kernels import _common, _ptxas, flash_bwd, flash_fwd
+from hf_stable_attn.kernels._common import TiledLaunch, tile_config
+
+ENV = _ptxas.PTXAS_ENV
+
+
+def _fake_ptxas(folder, release):
+    """An executable that answers ``--version`` like the ptxas of CUDA ``release``."""
+    path = folder / f"ptxas-{release}"
+    path.write_text(f"#!/bin/sh\necho 'Cuda compilation tools, release {release}, V{release}.1'\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return str(path)
+
+
+@pytest.fixture
+def ptxas_pair(tmp_path, monkeypatch):
+    """Points Triton's and torch's ptxas at stand-ins of the given releases (None: absent)."""
+
+    def install(triton_release, torch_release):
+        bundled = _fake_ptxas(tmp_path, triton_release)
+        ours = _fake_ptxas(tmp_path, torch_release) if torch_release else str(tmp_path / "none")
+        monkeypatch.setattr(_ptxas, "triton_ptxas", lambda: bundled)
+        monkeypatch.setattr(_ptxas, "torch_ptxas", lambda: ours)
+        monkeypatch.delenv(ENV, raising=False)
+        _ptxas.newer_torch_ptxas.cache_clear()
+        return bundled, ours
+
+    yield install
+    _ptxas.newer_torch_ptxas.cache_clear()
+
+
+def test_release_reads_the_version_line(tmp_path):
+    assert _ptxas.release(_fake_ptxas(tmp_path, "13.0")) == (13, 0)
+    assert _ptxas.release(str(tmp_path / "missing")) is None
+
+
+def test_a_newer_torch_ptxas_builds_our_kernels_only_while_they_compile(ptxas_pair):
+    _, ours = ptxas_pair("12.8", "13.0")
+    assert _ptxas.compiling_ptxas() == ours and _ptxas.two_stage_tma_ok()
+    with _ptxas.ptxas_for_compile():
+        assert os.environ[ENV] == ours
+    assert ENV not in os.environ
+
+
+def test_the_environment_is_restored_when_compiling_fails(ptxas_pair):
+    ptxas_pair("12.8", "13.0")
+    with pytest.raises(RuntimeError), _ptxas.ptxas_for_compile():
+        raise RuntimeError("ptxas crashed")
+    assert ENV not in os.environ
+
+
+@pytest.mark.parametrize("torch_release", [None, "12.8", "12.6"])
+def test_tritons_own_ptxas_stays_when_torch_has_none_newer(ptxas_pair, torch_release):
+    bundled, _ = ptxas_pair("12.8", torch_release)
+    assert _ptxas.compiling_ptxas() == bundled and not _ptxas.two_stage_tma_ok()
+    with _ptxas.ptxas_for_compile():
+        assert ENV not in os.environ
+
+
+def test_the_users_ptxas_is_left_alone(ptxas_pair, tmp_path, monkeypatch):
+    ptxas_pair("12.8", "13.0")
+    chosen = _fake_ptxas(tmp_path, "12.9")
+    monkeypatch.setenv(ENV, chosen)
+    with _ptxas.ptxas_for_compile():
+        assert os.environ[ENV] == chosen
+    assert os.environ[ENV] == chosen
+    assert _ptxas.compiling_ptxas() == chosen and not _ptxas.two_stage_tma_ok()
+
+
+@triton.jit
+def _stand_in(X, TMA_OK: triton.language.constexpr, BLOCK_D: triton.language.constexpr,
+              BLOCK_M: triton.language.constexpr, BLOCK_N: triton.language.constexpr,
+              USE_TMA: triton.language.constexpr):
+    pass
+
+
+@pytest.mark.parametrize("two_stage_ok", [True, False])
+def test_autotuning_tries_2_stage_tma_configs_only_where_the_ptxas_builds_them(monkeypatch,
+                                                                             two_stage_ok):
+    monkeypatch.setattr(_common, "two_stage_tma_ok", lambda: two_stage_ok)
+    table = {64: [(64, 128, 4, 3, True), (64, 64, 4, 2, True), (64, 64, 4, 2)]}
+    tuner = _common.autotuned(_stand_in, table, key=["TMA_OK"])
+    kept = sorted((c.num_stages, c.kwargs["USE_TMA"])
+                  for c in tuner.early_config_prune(tuner.configs, {}, BLOCK_D=64, TMA_OK=True))
+    assert kept == ([(2, False), (2, True), (3, True)] if two_stage_ok else [(2, False), (3, True)])
+
+
+class _RecordingKernel:
+    """``kernel[grid](...)`` that records the ptxas Triton would compile with at that moment."""
+
+    def __init__(self):
+        self.params, self.seen = [], []
+        self.best_config = triton.Config({"BLOCK_M": 64, "BLOCK_N": 64, "USE_TMA": False},
+                                         num_warps=4, num_stages=3)
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            self.seen.append(os.environ.get(ENV))
+            return lambda *a: None
+
+        return launch
+
+
+@pytest.mark.parametrize("autotune", [True, False])
+def test_the_launchers_first_call_compiles_under_the_newer_ptxas(ptxas_pair, monkeypatch,
+                                                                  autotune):
+    _, ours = ptxas_pair("12.8", "13.0")
+    monkeypatch.setattr(_common, "AUTOTUNE", autotune)
+    monkeypatch.setattr(_common, "INTERPRET", False)
+    kernel, tuned = _RecordingKernel(), _RecordingKernel()
+    TiledLaunch(kernel, {64: [(64, 64, 4, 3)]}, tuned)(
+        lambda meta: (1,), 64, ("key",), (torch.zeros(4),), {"TMA_OK": False})
+    assert (tuned.seen if autotune else kernel.seen) == [ours]
+    assert ENV not in os.environ
+
+
+@pytest.mark.parametrize("table", [flash_fwd._FWD_CONFIGS, flash_bwd._DKDV_CONFIGS,
+                                   flash_bwd._DQ_CONFIGS])
+def test_no_table_launches_a_2_stage_tma_config_without_autotuning(table):
+    # Without autotuning the first entry runs (its first pointer entry without TMA), and no
+    # ptxas check guards it: it must build with every ptxas.
+    for entries in table.values():
+        first = tile_config(entries[0])
+        assert not (first[4] and first[3] < 3), entries
