@@ -13,14 +13,15 @@ and fails. So we:
 2. wrap ``_lazy_imports`` so that our name resolves to ``flash_attn_func`` /
    ``flash_attn_varlen_func`` of this package, and every other name to transformers' own code;
 3. send a call through that path only where it does something for us (``_flash_path_needed``:
-   packed sequences, or unpadding a padding mask on several queries in eager mode) and hand
-   it ``position_ids`` only where they can mark packed sequences (its test for them costs
-   small kernels on every call in some releases);
-4. serve every other call ourselves (``_attend``): no padding, decoding steps, and under
-   ``torch.compile`` padding masks too, which go to the kernel as a key padding mask (the flash
-   path unpads with data-dependent shapes and an ``.item()``, a graph break in every layer:
-   generation with a static cache, which Transformers compiles, ran ten times slower). This
-   also skips the path's host time, which a decoding step notices.
+   packed sequences) and hand it ``position_ids`` only where they can mark packed sequences
+   (its test for them costs small kernels on every call in some releases);
+4. serve every other call ourselves (``_attend``): no padding, and padding masks, which go to
+   the kernel as a key padding mask. The flash path would unpad them in every layer
+   (``nonzero``, an ``.item()`` sync, gathers): a graph break under ``torch.compile``
+   (generation with a static cache, which Transformers compiles, ran ten times slower), and in
+   eager GPT-2 training 0.87-0.90x ``sdpa`` against 0.97-0.98x through the kernel's mask
+   (docs/kernel_notes.md, v15b). This also skips the path's host time, which a decoding step
+   notices.
 
 Our attention function mirrors transformers' ``flash_attention_forward`` (which cannot serve
 GPT-2 in fp32: it looks for an ``nn.Linear`` to pick a dtype), makes the model's options
@@ -80,16 +81,13 @@ _VARLEN_KWARGS = ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_
 def _flash_path_needed(query: torch.Tensor, attention_mask: torch.Tensor | None,
                        kwargs: dict) -> bool:
     """Whether this call needs Transformers' flash path: packed sequences (its varlen keywords,
-    or ``position_ids`` in a one-row batch of several queries) or, in eager mode, a padding mask
-    on several queries per row, which it unpads (no work on padding; a device sync per call).
-    Everything else goes straight to our kernel (``_attend``), which saves the path's host time:
-    a decode step's attention cost 116 us of host time per layer against SDPA's 24
-    (docs/kernel_notes.md, v12)."""
+    or ``position_ids`` in a one-row batch of several queries without a padding mask).
+    Everything else, padding masks included, goes straight to our kernel (``_attend``), which
+    saves the path's unpadding and host time: a decode step's attention cost 116 us of host time
+    per layer against SDPA's 24 (docs/kernel_notes.md, v12)."""
     if any(kwargs.get(name) is not None for name in _VARLEN_KWARGS):
         return True
-    if attention_mask is None:
-        return _may_mark_packing(query, kwargs)
-    return query.shape[2] > 1 and not is_compiling()
+    return attention_mask is None and _may_mark_packing(query, kwargs)
 
 
 def _attend(

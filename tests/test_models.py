@@ -108,10 +108,13 @@ def test_torch_compile_fullgraph_forward_backward():
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
 
 
-def test_compiled_forward_serves_padding_without_unpadding(monkeypatch):
-    """Under torch.compile a padding mask goes to the kernel as a key padding mask, not through
-    Transformers' unpadding (data-dependent shapes, graph breaks): same logits on real tokens."""
+def test_padding_is_served_without_unpadding_eager_and_compiled(monkeypatch):
+    """A padding mask goes to the kernel as a key padding mask, not through Transformers'
+    unpadding (a device sync per layer; data-dependent shapes, graph breaks under
+    torch.compile): eager and compiled, the logits on real tokens are the unpadding path's."""
     from transformers import modeling_flash_attention_utils as fa_utils
+
+    from hf_stable_attn import integration
 
     unpadded = []
     original = fa_utils._upad_input
@@ -119,13 +122,15 @@ def test_compiled_forward_serves_padding_without_unpadding(monkeypatch):
     model = tiny_model("llama", "stable_flash").eval()
     ids, mask = left_padded_batch(seed=6, lengths=(9, 12))
     with torch.no_grad():
+        eager = model(input_ids=ids, attention_mask=mask).logits
+        compiled = torch.compile(model, backend="aot_eager")(input_ids=ids, attention_mask=mask).logits
+        assert not unpadded
+        monkeypatch.setattr(integration, "_flash_path_needed", lambda *a: True)
         expected = model(input_ids=ids, attention_mask=mask).logits
-        assert unpadded, "eager calls keep Transformers' unpadding"
-        unpadded.clear()
-        logits = torch.compile(model, backend="aot_eager")(input_ids=ids, attention_mask=mask).logits
-    assert not unpadded
+        assert unpadded, "the forced flash path unpads"
     real = mask.bool()
-    torch.testing.assert_close(logits[real], expected[real], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(eager[real], expected[real], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(compiled[real], expected[real], rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("family", ["gpt2", "llama"])

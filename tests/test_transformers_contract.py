@@ -11,7 +11,7 @@ from transformers import modeling_flash_attention_utils as fa_utils
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, flash_attention_mask
 
 import hf_stable_attn
-from hf_stable_attn import hooks
+from hf_stable_attn import hooks, integration
 from hf_stable_attn.integration import (ATTN_IMPLEMENTATION, stable_flash_attention_forward,
                                         stable_flash_mask)
 
@@ -51,7 +51,9 @@ def test_mask_function_is_flash_attention_mask_outside_static_decoding():
 
 
 def test_flash_kwargs_reach_our_function(monkeypatch):
-    """window_size and softcap must arrive (transformers drops kwargs a function lacks)."""
+    """window_size and softcap must arrive (transformers drops kwargs a function lacks) where
+    Transformers' flash path runs (packed sequences; forced here for a padded batch)."""
+    monkeypatch.setattr(integration, "_flash_path_needed", lambda *a: True)
     seen = {}
     real = hf_stable_attn.flash_attn_varlen_func
 
@@ -98,13 +100,12 @@ def test_position_ids_mark_packing_only_in_one_row_of_several_positions():
 
 @pytest.mark.parametrize("batch,length,padded,reached,kept", [
     (2, 9, False, False, False), (1, 9, False, True, True), (1, 1, False, False, False),
-    (2, 9, True, True, False),
+    (2, 9, True, False, False), (1, 9, True, False, False),
 ])
-def test_only_packing_or_unpadding_takes_the_flash_path(monkeypatch, batch, length, padded,
-                                                        reached, kept):
-    """Transformers' flash path serves packed sequences (a one-row batch of several positions)
-    and eager padding masks; other calls go straight to our kernel. Where the path runs, it gets
-    ``position_ids`` only where they can mark packing."""
+def test_only_packing_takes_the_flash_path(monkeypatch, batch, length, padded, reached, kept):
+    """Transformers' flash path serves packed sequences (a one-row batch of several positions
+    without a padding mask); other calls, padded ones included, go straight to our kernel.
+    Where the path runs, it gets ``position_ids`` only where they can mark packing."""
     seen = []
     real = fa_utils._flash_attention_forward
 
@@ -124,17 +125,23 @@ def test_only_packing_or_unpadding_takes_the_flash_path(monkeypatch, batch, leng
     assert all((p is not None) == kept for p in seen)
 
 
-def test_decoding_steps_skip_unpadding(monkeypatch):
-    """Greedy generation on a left-padded batch unpads the prompt (one call per layer) and
-    serves every decoding step's padding mask in the kernel (no unpadding, no device sync)."""
+def test_padded_generation_never_unpads(monkeypatch):
+    """Greedy generation on a left-padded batch serves the prompt's and every decoding step's
+    padding mask in the kernel (no unpadding, no device sync) and gives the tokens of
+    Transformers' unpadding path."""
     unpadded = []
     real = fa_utils._upad_input
     monkeypatch.setattr(fa_utils, "_upad_input",
                         lambda *a, **k: unpadded.append(a[0].shape[1]) or real(*a, **k))
     model = tiny_model("llama", "stable_flash").eval()
     ids, mask = left_padded_batch(seed=7, lengths=(9, 5))
-    model.generate(ids, attention_mask=mask, max_new_tokens=4, do_sample=False, pad_token_id=0)
-    assert unpadded == [ids.shape[1]] * model.config.num_hidden_layers
+    settings = dict(attention_mask=mask, max_new_tokens=4, do_sample=False, pad_token_id=0)
+    tokens = model.generate(ids, **settings)
+    assert unpadded == []
+    monkeypatch.setattr(integration, "_flash_path_needed", lambda *a: True)
+    expected = model.generate(ids, **settings)
+    assert unpadded, "the forced flash path unpads"
+    torch.testing.assert_close(tokens, expected, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("family", ["llama", "gemma2"])
