@@ -1,12 +1,15 @@
 """Eager GPT-2 training on padded batches: Transformers' unpadding against our key padding mask.
 
-In eager mode a padding mask on several queries per row takes Transformers' flash path, which
-unpads every layer's query/key/value (``nonzero``, an ``.item()`` sync, gathers and a scatter);
-``integration._attend`` would instead hand the mask to the kernel as its key padding mask. This
-times AdamW steps of GPT-2 124M (seq 1024, batch 8, bf16, as ``benchmarks/bench_e2e``) with
-``sdpa``, ``stable_flash`` as shipped (``route`` = shipped) and ``stable_flash`` with the route
-choice forced to the key padding mask (``route`` = kpm), for left and right padding of every
-second row, in interleaved rounds in one process. One JSON line per (padding, impl, route).
+Until v15b (docs/kernel_notes.md) an eager padding mask on several queries per row took
+Transformers' flash path, which unpads every layer's query/key/value (``nonzero``, an ``.item()``
+sync, gathers and a scatter); since then ``integration._attend`` hands the mask to the kernel as
+its key padding mask. This times AdamW steps of GPT-2 124M (seq 1024, batch 8, bf16, as
+``benchmarks/bench_e2e``) with ``sdpa``, ``stable_flash`` through the key padding mask
+(``route`` = kpm, the shipped choice) and ``stable_flash`` with padded calls forced through the
+unpadding path (``route`` = unpad), for left and right padding of every second row, in
+interleaved rounds in one process. One JSON line per (padding, impl, route). Its one run
+(``docs/results/session12/padded_route_h100.jsonl``) predates v15b: there "shipped" is the
+unpadding route.
 
 Run: ``PYTHONPATH=$PWD python gpu/padded_route.py > padded_route.jsonl`` (GPU only).
 """
@@ -28,11 +31,10 @@ ROUNDS, STEPS, WARMUP = 3, 6, 3
 SHIPPED_ROUTE = integration._flash_path_needed
 
 
-def kpm_route(query, attention_mask, kwargs):
-    """The shipped choice, except that a padding mask never sends a call to the flash path."""
-    if attention_mask is not None and not any(kwargs.get(n) is not None
-                                              for n in integration._VARLEN_KWARGS):
-        return False
+def unpad_route(query, attention_mask, kwargs):
+    """The choice before v15b: a padding mask on several queries per row takes the flash path."""
+    if attention_mask is not None and query.shape[2] > 1:
+        return True
     return SHIPPED_ROUTE(query, attention_mask, kwargs)
 
 
@@ -48,7 +50,7 @@ def padding_mask(batch: int, seqlen: int, side: str, pad: int) -> torch.Tensor:
 
 def main() -> None:
     spec = MODELS["gpt2-124m"]
-    entries = [("sdpa", "shipped"), ("stable_flash", "shipped"), ("stable_flash", "kpm")]
+    entries = [("sdpa", "-"), ("stable_flash", "unpad"), ("stable_flash", "kpm")]
     models = {impl: build_model(spec, impl, torch.device("cuda"), torch.bfloat16).train()
               for impl in ("sdpa", "stable_flash")}
     optimizers = {impl: torch.optim.AdamW(m.parameters(), lr=1e-4, fused=True)
@@ -58,7 +60,7 @@ def main() -> None:
                         generator=gen, device="cuda")
 
     def steps(impl: str, route: str, mask: torch.Tensor, count: int) -> float:
-        integration._flash_path_needed = kpm_route if route == "kpm" else SHIPPED_ROUTE
+        integration._flash_path_needed = unpad_route if route == "unpad" else SHIPPED_ROUTE
         labels = ids.masked_fill(mask == 0, -100)
         torch.cuda.synchronize()
         start = time.perf_counter()

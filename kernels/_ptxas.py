@@ -2,7 +2,7 @@
 
 Triton 3.6 bundles the ptxas of CUDA 12.8, which crashes (SIGSEGV) on our 2-stage TMA configs;
 CUDA 13's ptxas builds them, and on an H100 the D64 forward's (64, 64, 4, 2, TMA) config ran
-the causal forward 6-8% faster than the best 3-stage one (docs/kernel_notes.md, v10 and v15).
+the causal forward 4-8% faster than the best 3-stage one (docs/kernel_notes.md, v10 and v15a).
 PyTorch's CUDA 13 wheels ship that ptxas (``torch/bin/ptxas``), and ``torch.compile`` points
 Triton at it for the whole process. We point Triton at it only while our own kernels compile
 (``TiledLaunch``'s first launch of a config), only when it is newer than Triton's own, and never
