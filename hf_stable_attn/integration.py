@@ -19,7 +19,7 @@ and fails. So we:
    the kernel as a key padding mask. The flash path would unpad them in every layer
    (``nonzero``, an ``.item()`` sync, gathers): a graph break under ``torch.compile``
    (generation with a static cache, which Transformers compiles, ran ten times slower), and in
-   eager GPT-2 training 0.87-0.90x ``sdpa`` against 0.97-0.98x through the kernel's mask
+   eager GPT-2 training 0.85-0.90x ``sdpa`` against 0.97-0.98x through the kernel's mask
    (docs/kernel_notes.md, v15b). This also skips the path's host time, which a decoding step
    notices.
 
