@@ -139,6 +139,8 @@ def _dkdv_kernel(
     if HAS_WL:
         hi = tl.maximum(tl.minimum(start_n + BLOCK_N - diag + window_left, seqlen_q), 0)
         full_hi = (tl.maximum(start_n - diag + window_left + 1, 0) // BLOCK_M) * BLOCK_M
+    if HAS_KPM:  # a tile of padding keys only gets zero gradients: no query tile to visit
+        hi = tl.where(tl.max(key_ok.to(tl.int32), 0) > 0, hi, lo)
     full_lo = tl.minimum(full_lo, hi)
     full_hi = tl.minimum(full_hi, (seqlen_q // BLOCK_M) * BLOCK_M)
     full_hi = tl.maximum(tl.minimum(full_hi, hi), full_lo)
