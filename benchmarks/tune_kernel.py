@@ -155,6 +155,19 @@ def _compile_worker(package: str, jobs: list) -> list[str | None]:
     return errors
 
 
+def precompile(package: str, work: list[tuple], jobs: int) -> dict:
+    """Compile every ``(part, config, shape)`` of ``work`` at its ``small`` shape in ``jobs``
+    worker processes, which fills Triton's on-disk cache; returns ``{(part, config, small
+    shape): error}`` for the ones that failed."""
+    compile_jobs = sorted({(p, c, small(s)) for p, c, s in work}, key=str)
+    chunks = [compile_jobs[i::jobs] for i in range(jobs)]
+    ctx = torch.multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(jobs, mp_context=ctx) as pool:
+        results = list(pool.map(_compile_worker, [package] * len(chunks), chunks))
+    return {job: err for chunk, errs in zip(chunks, results) for job, err in zip(chunk, errs)
+            if err}
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kernels", default="hf_stable_attn.kernels")
@@ -184,16 +197,10 @@ def main(argv=None) -> None:
 
     work = [(p, c, s) for s in shapes for p in args.parts for c in configs(p, s)]
 
-    compile_jobs = sorted({(p, c, small(s)) for p, c, s in work}, key=str)
-    chunks = [compile_jobs[i::args.jobs] for i in range(args.jobs)]
-    ctx = torch.multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(args.jobs, mp_context=ctx) as pool:
-        results = list(pool.map(_compile_worker, [args.kernels] * len(chunks), chunks))
-    failed = {job: err for chunk, errs in zip(chunks, results) for job, err in zip(chunk, errs)
-              if err}
+    failed = precompile(args.kernels, work, args.jobs)
     compile_s = time.perf_counter() - start
-    print(f"compiled {len(compile_jobs)} variants in {compile_s:.0f} s, {len(failed)} failed",
-          file=sys.stderr)
+    print(f"compiled {len({(p, c, small(s)) for p, c, s in work})} variants in {compile_s:.0f} s, "
+          f"{len(failed)} failed", file=sys.stderr)
 
     records = []
     report = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,

@@ -17,16 +17,13 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-from concurrent.futures import ProcessPoolExecutor
 
 os.environ["HF_STABLE_ATTN_AUTOTUNE"] = "0"
 
 import torch  # noqa: E402
 import triton  # noqa: E402
 
-from benchmarks.tune_kernel import (  # noqa: E402
-    Runner, _compile_worker, default_shapes, make_inputs, small,
-)
+from benchmarks.tune_kernel import Runner, default_shapes, make_inputs, precompile  # noqa: E402
 
 CARVEOUT_ATTRIBUTE = 9  # CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED
@@ -64,11 +61,7 @@ def main() -> None:
     runner = Runner(package)
     shapes = default_shapes(16384, 2048)
     work = [(p, c, s) for s in shapes for p in parts for c in runner.table(p, s.head_dim)]
-    # compile in worker processes first (Triton's disk cache), as benchmarks/tune_kernel does
-    compile_jobs = sorted({(p, c, small(s)) for p, c, s in work}, key=str)
-    chunks = [compile_jobs[i::jobs] for i in range(jobs)]
-    with ProcessPoolExecutor(jobs, mp_context=torch.multiprocessing.get_context("spawn")) as pool:
-        list(pool.map(_compile_worker, [package] * jobs, chunks))
+    precompile(package, work, jobs)  # Triton's disk cache, so the loop below mostly loads
     for shape in shapes:
         tensors = make_inputs(shape)
         for part in parts:

@@ -23,7 +23,7 @@ import time
 
 import torch
 
-from benchmarks.bench_e2e import MODELS, build_model
+from benchmarks.bench_e2e import MODELS, build_model, left_padding_mask
 from hf_stable_attn import integration
 
 PADDINGS = [("left", 128), ("left", 512), ("right", 128), ("right", 512)]
@@ -40,12 +40,8 @@ def unpad_route(query, attention_mask, kwargs):
 
 def padding_mask(batch: int, seqlen: int, side: str, pad: int) -> torch.Tensor:
     """(batch, seqlen) ones; every second row has ``pad`` zeros on ``side``."""
-    mask = torch.ones(batch, seqlen, dtype=torch.long, device="cuda")
-    if side == "left":
-        mask[1::2, :pad] = 0
-    else:
-        mask[1::2, seqlen - pad:] = 0
-    return mask
+    mask = left_padding_mask(batch, seqlen, pad, torch.device("cuda"))
+    return mask if side == "left" else mask.flip(1)
 
 
 def main() -> None:
