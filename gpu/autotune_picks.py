@@ -1,0 +1,141 @@
+"""How far from the best config is the autotuner's pick? (GPU only.)
+
+For each S 4096 target shape of issue 4 (bf16; D 64/128; causal or not; MHA or GQA 8:1) and each
+of our three kernels (``fwd`` with the fix, ``dq`` and ``dkdv``, the last two timed as a whole
+backward), this
+
+1. asks Triton's autotuner, as the package runs it, for its pick, in ``--processes`` fresh
+   processes with the on-disk autotune cache off (so each process times the configs itself);
+2. times every table config of that kernel in one process, in ``--rounds`` interleaved rounds
+   (configs shuffled per round; ``do_bench`` median per round, L2 flushed), and reports each
+   config's median over rounds.
+
+Each row: the shape, the kernel, every config's median, the interleaved best and each process's
+pick with its cost against that best. Compiles run first in worker processes (as in
+``benchmarks/tune_kernel.py``), so the child processes load binaries.
+
+Run: ``PYTHONPATH=$PWD python gpu/autotune_picks.py --processes 3 --rounds 5`` (output under $OUT).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import time
+
+from triton.testing import do_bench
+
+from benchmarks.bench_attention import Shape
+from benchmarks.tune_kernel import Runner, make_inputs, precompile
+from child_runs import child_json, keep_row, save_rows  # gpu/ is the script directory
+from hf_stable_attn.kernels._common import tile_config
+
+PARTS = ("fwd", "dq", "dkdv")
+
+CHILD = """
+import json, sys
+import torch
+from benchmarks.bench_attention import Shape
+from benchmarks.tune_kernel import make_inputs
+from hf_stable_attn.kernels import flash_bwd, flash_fwd
+from hf_stable_attn.shift_rule import shift_params
+from hf_stable_attn.testing import fix_kwargs, launch_kwargs
+
+launches = {"fwd": flash_fwd._fwd_launch, "dq": flash_bwd._dq_launch, "dkdv": flash_bwd._dkdv_launch}
+picks = []
+for fields in json.loads(sys.argv[1]):
+    shape = Shape(*fields)
+    q, k, v, dout = make_inputs(shape)
+    kw = launch_kwargs(shape.seqlen, shape.seqlen, shape.head_dim, causal=shape.causal)
+    fix = fix_kwargs(shift_params(q.dtype, stabilize=True, beta=4.0))
+    before = {name: set(launch.chosen) for name, launch in launches.items()}
+    out, lse = flash_fwd.flash_attn_fwd(q, k, v, **kw, **fix)
+    flash_bwd.flash_attn_bwd(dout, q, k, v, out, lse, **kw)
+    torch.cuda.synchronize()
+    row = {}
+    for name, launch in launches.items():
+        new = set(launch.chosen) - before[name]
+        if not new:  # same autotune key as the previous shape (the forward's has no group size)
+            row[name] = picks[-1][name]
+            continue
+        c = launch.chosen[new.pop()]
+        row[name] = [c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages,
+                     bool(c.kwargs["USE_TMA"])]
+    picks.append(row)
+print(json.dumps(picks))
+"""
+
+
+def target_shapes() -> list[Shape]:
+    """Issue 4's S 4096 shapes as the attention sweep builds them (16k tokens per batch)."""
+    shapes = []
+    for d, heads in ((128, 16), (64, 32)):
+        for causal in (False, True):
+            for group in (1, 8):
+                shapes.append(Shape("bf16", 4096, 4, heads, heads // group, d, causal))
+    return shapes
+
+
+def allowed(runner: Runner, part: str, shape: Shape) -> list[tuple]:
+    """The table configs the autotuner considers for ``shape`` (TMA ones included: S 4096)."""
+    return [tile_config(c) for c in runner.table(part, shape.head_dim)]
+
+
+def interleaved_medians(runner: Runner, part: str, shape: Shape, configs: list[tuple],
+                        rounds: int) -> dict[tuple, float]:
+    """Median over ``rounds`` of each config's ``do_bench`` median, configs shuffled per round."""
+    tensors = make_inputs(shape, seed=1)
+    times = {c: [] for c in configs}
+    order = list(configs)
+    for _ in range(rounds):
+        random.shuffle(order)
+        for cfg in order:
+            fn = runner.call(part, cfg, shape, tensors)
+            try:
+                times[cfg].append(do_bench(fn, warmup=10, rep=40, return_mode="median"))
+            finally:
+                fn.restore()
+    return {c: statistics.median(t) for c, t in times.items()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--processes", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--jobs", type=int, default=16)
+    args = ap.parse_args()
+    random.seed(0)
+    start = time.perf_counter()
+    runner = Runner("hf_stable_attn.kernels")
+    shapes = target_shapes()
+    work = [(part, c, s) for s in shapes for part in PARTS for c in allowed(runner, part, s)]
+    failed = precompile("hf_stable_attn.kernels", work, args.jobs)
+    print(f"compiled in {time.perf_counter() - start:.0f} s, {len(failed)} failed", file=sys.stderr)
+
+    fields = json.dumps([[getattr(s, f) for f in Shape.__dataclass_fields__] for s in shapes])
+    env = {"HF_STABLE_ATTN_AUTOTUNE": "1", "HF_STABLE_ATTN_AUTOTUNE_CACHE": "0"}
+    picks = [child_json(CHILD, fields, env=env) for _ in range(args.processes)]
+    print(f"picks done at {time.perf_counter() - start:.0f} s", file=sys.stderr)
+
+    rows = []
+    for i, shape in enumerate(shapes):
+        for part in PARTS:
+            configs = allowed(runner, part, shape)
+            ms = interleaved_medians(runner, part, shape, configs, args.rounds)
+            best = min(ms, key=ms.get)
+            chosen = [p[i][part] if isinstance(p, list) else p for p in picks]
+            keep_row(rows, dict(
+                shape=[shape.head_dim, shape.causal, shape.heads_q, shape.heads_kv], part=part,
+                ms={str(list(c)): round(t, 4) for c, t in ms.items()}, best=list(best),
+                picks=chosen,
+                pick_cost=[round(ms[tuple(c)] / ms[best] - 1, 4) if isinstance(c, list) else None
+                           for c in chosen]))
+    print(f"done at {time.perf_counter() - start:.0f} s", file=sys.stderr)
+    save_rows(rows, "autotune_picks.json")
+
+
+if __name__ == "__main__":
+    main()
