@@ -1,11 +1,12 @@
-"""How far from the best config is the autotuner's pick? (GPU only.)
+"""How far from the best config is the launchers' pick? (GPU only.)
 
 For each S 4096 target shape of issue 4 (bf16; D 64/128; causal or not; MHA or GQA 8:1) and each
 of our three kernels (``fwd`` with the fix, ``dq`` and ``dkdv``, the last two timed as a whole
 backward), this
 
-1. asks Triton's autotuner, as the package runs it, for its pick, in ``--processes`` fresh
-   processes with the on-disk autotune cache off (so each process times the configs itself);
+1. asks the package's launchers for their picks, in ``--processes`` fresh processes with the
+   on-disk cache of picks off (so each process times the configs itself). Up to v15 Triton's
+   autotuner picked (``autotune_picks_before_h100.json``), since v16a ``kernels/_tuning.py``;
 2. times every table config of that kernel in one process, in ``--rounds`` interleaved rounds
    (configs shuffled per round; ``do_bench`` median per round, L2 flushed), and reports each
    config's median over rounds.
@@ -31,6 +32,7 @@ from triton.testing import do_bench
 from benchmarks.bench_attention import Shape
 from benchmarks.tune_kernel import Runner, make_inputs, precompile
 from child_runs import child_json, keep_row, save_rows  # gpu/ is the script directory
+from hf_stable_attn.kernels import _tuning
 from hf_stable_attn.kernels._common import tile_config
 
 PARTS = ("fwd", "dq", "dkdv")
@@ -58,12 +60,10 @@ for fields in json.loads(sys.argv[1]):
     row = {}
     for name, launch in launches.items():
         new = set(launch.chosen) - before[name]
-        if not new:  # same autotune key as the previous shape (the forward's has no group size)
+        if not new:  # same launch key as the previous shape (before v16a the forward's had no group)
             row[name] = picks[-1][name]
             continue
-        c = launch.chosen[new.pop()]
-        row[name] = [c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages,
-                     bool(c.kwargs["USE_TMA"])]
+        row[name] = list(launch.chosen[new.pop()])
     picks.append(row)
 print(json.dumps(picks))
 """
@@ -80,8 +80,8 @@ def target_shapes() -> list[Shape]:
 
 
 def allowed(runner: Runner, part: str, shape: Shape) -> list[tuple]:
-    """The table configs the autotuner considers for ``shape`` (TMA ones included: S 4096)."""
-    return [tile_config(c) for c in runner.table(part, shape.head_dim)]
+    """The table configs a launch for ``shape`` may pick from (TMA ones included: S 4096)."""
+    return _tuning.candidates([tile_config(c) for c in runner.table(part, shape.head_dim)], True)
 
 
 def interleaved_medians(runner: Runner, part: str, shape: Shape, configs: list[tuple],

@@ -7,6 +7,7 @@ Everything inside a kernel works in base 2: scores ``s = S * log2(e)`` where ``S
 
 from __future__ import annotations
 
+import functools
 import os
 
 import torch
@@ -14,14 +15,15 @@ import triton
 import triton.language as tl
 from triton.runtime import _allocation
 
-from ._ptxas import ptxas_for_compile, two_stage_tma_ok
+from . import _tuning
+from ._ptxas import ptxas_for_compile
 
 # Triton 3.9's interpreter returns garbage for bf16 tl.dot: cast dot operands to fp32 there.
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 # HF_STABLE_ATTN_AUTOTUNE=0 launches one heuristic config per shape (quick compiles, e.g. test sweeps).
 AUTOTUNE = (not INTERPRET) and os.environ.get("HF_STABLE_ATTN_AUTOTUNE", "1") != "0"
-# The autotuner's timings are kept in Triton's cache directory (keyed by Triton's version, the GPU
-# architecture, the kernel source, the tuning key and the configs), so a later process picks the
+# The tuner's picks are kept in Triton's cache directory (keyed by Triton's version, the kernel
+# source, the GPU, the ptxas, the launch key and the candidates), so a later process launches the
 # same configs without timing them again; HF_STABLE_ATTN_AUTOTUNE_CACHE=0 times them per process.
 AUTOTUNE_CACHE = os.environ.get("HF_STABLE_ATTN_AUTOTUNE_CACHE", "1") != "0"
 # HF_STABLE_ATTN_TMA=0 keeps the tables' TMA configs from running (docs/kernel_notes.md, v6g-v7b).
@@ -316,45 +318,66 @@ class TiledLaunch:
     """Launches ``kernel`` with a tile config ``(BLOCK_M, BLOCK_N, num_warps, num_stages,
     use_tma)`` from ``table`` (padded head dim -> configs, best first): ``INTERPRET_CONFIG`` under
     the interpreter, the table's first entry with autotuning off (its first pointer-load entry
-    when the flag ``TMA_OK`` is off), else the config ``tuned`` (the kernel under ``autotuned``)
-    picks for ``key``.
+    where TMA cannot address the tensors), else the candidate that ``_tuning.time_rounds`` finds
+    fastest for ``key`` (or an earlier process found, from Triton's cache directory).
 
     Host time per launch is what a small model's step or a decode step notices, so only the
-    first call per key goes through the autotuner, and only the first call per key, tile config
-    and argument ``specialization`` goes through Triton's launcher (which re-derives the
-    specialization of every argument); later calls launch the compiled kernel it returned.
-    ``key`` must determine the autotuner's own key (ours add the dtype and every flag). The
-    kernel's compile-time parameters must follow its runtime ones (``args``), as in all ours.
-    Those first calls, the only ones that may compile, run under ``_ptxas.ptxas_for_compile``.
+    first call per key is tuned, and only the first call per key, tile config and argument
+    ``specialization`` goes through Triton's launcher (which re-derives the specialization of
+    every argument); later calls launch the compiled kernel it returned. ``key`` must determine
+    the candidates and their relative speed (ours hold the sequence bucket, head dim, group size,
+    dtype and every flag). The kernel's compile-time parameters must follow its runtime ones
+    (``args``), as in all ours. The launches that may compile run under
+    ``_ptxas.ptxas_for_compile``.
     """
 
-    def __init__(self, kernel, table, tuned):
-        self.kernel, self.table, self.tuned = kernel, table, tuned
-        self.chosen, self.compiled = {}, {}
+    def __init__(self, kernel, table):
+        self.kernel, self.table = kernel, table
+        self.chosen, self.compiled, self.timings = {}, {}, {}
         params = getattr(kernel, "params", [])
         first = next((i for i, p in enumerate(params) if p.is_constexpr), len(params))
         if not all(p.is_constexpr for p in params[first:]):
             raise TypeError(f"{kernel}: compile-time parameters must come last")
         self.constexprs = [p.name for p in params[first:]]
 
-    def __call__(self, grid, block_d, key, args, flags) -> None:
-        if AUTOTUNE:
+    def __call__(self, grid, block_d, key, args, flags, tma_ok=False) -> None:
+        """Launch on ``grid`` (a function of the config's meta-parameters); ``tma_ok``: whether
+        TMA configs may address these tensors (``tma_ready``)."""
+        if INTERPRET:
+            self.launch(grid, key, args, flags, tile_config(INTERPRET_CONFIG))
+            return
+        if not AUTOTUNE:
+            config = next(c for c in map(tile_config, self.table[block_d]) if tma_ok or not c[4])
+        else:
             config = self.chosen.get(key)
             if config is None:
-                with ptxas_for_compile():
-                    self.tuned[grid](*args, **flags)
-                self.chosen[key] = self.tuned.best_config
-                return
-            meta = config.all_kwargs()
-        else:
-            tma_ok = flags.get("TMA_OK", False)
-            entries = [INTERPRET_CONFIG] if INTERPRET else self.table[block_d]
-            bm, bn, w, s, tma = next(c for c in map(tile_config, entries) if tma_ok or not c[4])
-            meta = dict(BLOCK_M=bm, BLOCK_N=bn, num_warps=w, num_stages=s, USE_TMA=tma)
+                config = self.chosen[key] = self.tune(grid, block_d, key, args, flags, tma_ok)
+        self.launch(grid, key, args, flags, config)
+
+    def tune(self, grid, block_d, key, args, flags, tma_ok) -> tuple:
+        """The config ``key`` launches with: the only candidate, the pick saved on disk, or the
+        fastest in interleaved rounds on these arguments (then saved, unless
+        ``AUTOTUNE_CACHE`` is off; this process's timings stay in ``timings[key]``)."""
+        configs = _tuning.candidates([tile_config(c) for c in self.table[block_d]], tma_ok)
+        if len(configs) == 1:
+            return configs[0]
+        device = torch.cuda.get_device_name(args[0].device)
+        pick = _tuning.load_pick(self.kernel, key, configs, device) if AUTOTUNE_CACHE else None
+        if pick is None:
+            self.timings[key] = _tuning.time_rounds(
+                configs, lambda c: functools.partial(self.launch, grid, key, args, flags, c))
+            pick = (_tuning.save_pick(self.kernel, key, configs, device, self.timings[key])
+                    if AUTOTUNE_CACHE else min(self.timings[key], key=self.timings[key].get))
+        return pick
+
+    def launch(self, grid, key, args, flags, config) -> None:
+        """One launch with ``config`` (a ``tile_config`` tuple)."""
+        bm, bn, w, s, tma = config
+        meta = dict(BLOCK_M=bm, BLOCK_N=bn, num_warps=w, num_stages=s, USE_TMA=tma)
         if INTERPRET:
             self.kernel[grid](*args, **flags, **meta)
             return
-        exact = (key, tuple(meta.items()), args[0].device, specialization(args))
+        exact = (key, config, args[0].device, specialization(args))
         compiled = self.compiled.get(exact)
         if compiled is None:
             with ptxas_for_compile():
@@ -362,21 +385,6 @@ class TiledLaunch:
         else:
             named = {**flags, **meta}
             compiled[(*grid(named), 1, 1)[:3]](*args, *[named[name] for name in self.constexprs])
-
-
-def autotuned(kernel, table, key):
-    """``kernel`` under ``triton.autotune`` over every config of ``table``; a launch tries only
-    the entries of its padded head dim (``BLOCK_D``), and TMA entries only where ``TMA_OK``
-    (``key`` must hold ``TMA_OK``). Timings go to disk unless ``AUTOTUNE_CACHE`` is off."""
-    entries = sorted({tile_config(c) for cs in table.values() for c in cs})
-    return triton.autotune(
-        configs=[triton.Config({"BLOCK_M": m, "BLOCK_N": n, "USE_TMA": t}, num_warps=w,
-                               num_stages=s) for m, n, w, s, t in entries],
-        key=key,
-        prune_configs_by={"early_config_prune": prune_configs(
-            lambda d: {tile_config(c) for c in table[d]})},
-        cache_results=AUTOTUNE_CACHE,
-    )(kernel)
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -399,24 +407,6 @@ def block_d(head_dim: int) -> int:
 def seq_bucket(n: int) -> int:
     """Autotune key for a sequence length: its power-of-two bucket, capped (no retune per length)."""
     return min(next_power_of_2(max(int(n), 1)), 8192)
-
-
-def prune_configs(limits):
-    """``early_config_prune`` keeping the configs in ``limits(BLOCK_D)`` (tile_config tuples),
-    without TMA ones unless the launch's ``TMA_OK``, and without 2-stage TMA ones unless the
-    ptxas that compiles them builds those (``_ptxas.two_stage_tma_ok``)."""
-
-    def prune(configs, named_args, **kwargs):
-        allowed = limits(kwargs.get("BLOCK_D", named_args.get("BLOCK_D")))
-        tma_ok = kwargs.get("TMA_OK", named_args.get("TMA_OK", False))
-        min_tma_stages = 2 if tma_ok and two_stage_tma_ok() else 3
-        kept = [c for c in configs
-                if (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages,
-                    c.kwargs["USE_TMA"]) in allowed
-                and (not c.kwargs["USE_TMA"] or (tma_ok and c.num_stages >= min_tma_stages))]
-        return kept or [c for c in configs if not c.kwargs["USE_TMA"]][:1]
-
-    return prune
 
 
 def seq_layout(x: torch.Tensor, varlen: bool) -> tuple[int, int, int]:

@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 
 from ._common import (
-    INTERPRET, LOG2E, TiledLaunch, autotuned, block_d, ceil_div, check_grid, dot, keep_mask,
+    INTERPRET, LOG2E, TiledLaunch, block_d, ceil_div, check_grid, dot, keep_mask,
     head_sources, key_mask_args, key_tiles, last_dim_contiguous, load_rows, lse_layout, scores,
     seq_bucket, seq_layout, seeded_jit, sequence_bounds, tma_ready, visible,
 )
@@ -95,10 +95,9 @@ def _dkdv_kernel(
     num_heads_q, num_heads_k, group, splits, head_dim,
     softmax_scale, qk_scale, softcap, window_left, window_right,
     dropout_p, drop_scale, seed,
-    SEQ_BUCKET,
     IS_VARLEN: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
     HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, HAS_KPM: tl.constexpr,
-    DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_D: tl.constexpr, TMA_OK: tl.constexpr,
+    DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_D: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr,
 ):
     start_n = tl.program_id(0) * BLOCK_N
@@ -231,10 +230,9 @@ def _dq_kernel(
     num_heads_q, group, head_dim,
     softmax_scale, qk_scale, softcap, window_left, window_right,
     dropout_p, drop_scale, seed,
-    SEQ_BUCKET,
     IS_VARLEN: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
     HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, HAS_KPM: tl.constexpr,
-    DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_D: tl.constexpr, TMA_OK: tl.constexpr,
+    DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_D: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr,
 ):
     start_m = tl.program_id(0) * BLOCK_M
@@ -307,11 +305,8 @@ _DQ_CONFIGS = {
           (64, 64, 4, 2), (64, 32, 4, 3, True)],
     256: [(128, 32, 8, 3), (64, 32, 4, 3), (64, 64, 4, 2), (128, 32, 8, 2)],
 }
-_KEY = ["SEQ_BUCKET", "head_dim", "group", "HAS_WR", "HAS_WL", "IS_VARLEN", "HAS_DROPOUT",
-        "TMA_OK"]
-_dkdv_launch = TiledLaunch(
-    _dkdv_kernel, _DKDV_CONFIGS, autotuned(_dkdv_kernel, _DKDV_CONFIGS, [*_KEY, "splits"]))
-_dq_launch = TiledLaunch(_dq_kernel, _DQ_CONFIGS, autotuned(_dq_kernel, _DQ_CONFIGS, _KEY))
+_dkdv_launch = TiledLaunch(_dkdv_kernel, _DKDV_CONFIGS)
+_dq_launch = TiledLaunch(_dq_kernel, _DQ_CONFIGS)
 
 
 def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
@@ -351,28 +346,27 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
     common = (
         sq, sk, int(max_seqlen_q), int(max_seqlen_k),
     )
-    bucket = seq_bucket(max(int(max_seqlen_q), int(max_seqlen_k)))
     tail = (
         float(softmax_scale), float(qk_scale), float(softcap or 0.0), int(window_left),
-        int(window_right), float(dropout_p), 1.0 / (1.0 - dropout_p), int(seed), bucket,
+        int(window_right), float(dropout_p), 1.0 / (1.0 - dropout_p), int(seed),
     )
     flags = dict(
         IS_VARLEN=varlen, HAS_WL=window_left >= 0, HAS_WR=window_right >= 0,
         HAS_SOFTCAP=has_softcap, HAS_DROPOUT=dropout_p > 0.0, HAS_KPM=has_kpm,
         DOT_FP32=INTERPRET,
         EVEN_D=bd == head_dim, BLOCK_D=bd,
-        TMA_OK=tma_ready(max(sq, sk), q, k, v, dout),
     )
+    tma_ok = tma_ready(max(sq, sk), q, k, v, dout)
     qkv = (*seq_layout(q, varlen), *seq_layout(k, varlen), *seq_layout(v, varlen))
     do_layout = seq_layout(dout, varlen)
-    key = (bucket, head_dim, hq // hk, q.dtype, *flags.values())
+    key = (seq_bucket(max(sq, sk)), head_dim, hq // hk, q.dtype, tma_ok, *flags.values())
 
     # dQ first: its kernel also computes delta = rowsum(dO * O), which the dK/dV kernel reads.
     dq_args = (q, k, v, out, dout, lse, delta, dq, cu_q, cu_k, kpm, *qkv,
                *seq_layout(out, varlen), *do_layout, *seq_layout(dq, varlen), *lse_strides,
                stride_kpm, *common, hq, hq // hk, head_dim, *tail)
     _dq_launch(lambda meta: (ceil_div(int(max_seqlen_q), meta["BLOCK_M"]), batch * hq),
-               bd, key, dq_args, flags)
+               bd, key, dq_args, flags, tma_ok)
 
     # dK/dV: a program per key tile and KV head, or per key tile and part of a KV head's group
     # (programs counted with 64-key tiles, those of most dK/dV configs).
@@ -389,7 +383,7 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
                  *common, hq, hk, hq // hk, splits, head_dim, *tail)
     _dkdv_launch(
         lambda meta: (ceil_div(int(max_seqlen_k), meta["BLOCK_N"]), batch * hk * splits),
-        bd, (*key, splits), dkdv_args, flags)
+        bd, (*key, splits), dkdv_args, flags, tma_ok)
     if splits > 1:
         sum_partials(dk_out, dk)
         sum_partials(dv_out, dv)

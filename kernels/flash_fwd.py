@@ -15,7 +15,7 @@ import triton
 import triton.language as tl
 
 from ._common import (
-    INTERPRET, LN2, LOG2E, TiledLaunch, at_least, autotuned, block_d, ceil_div, check_grid, dot,
+    INTERPRET, LN2, LOG2E, TiledLaunch, at_least, block_d, ceil_div, check_grid, dot,
     keep_mask, head_sources, key_mask_args, key_tiles, last_dim_contiguous, load_rows, lse_layout,
     scores_unscaled, seeded_jit, seq_bucket, seq_layout, sequence_bounds, tie_gap, tma_ready,
     visible,
@@ -106,11 +106,10 @@ def _fwd_kernel(
     qk_scale, softcap, window_left, window_right,
     dropout_p, drop_scale, seed,
     beta, tie_window, min_gap, max_gap,
-    SEQ_BUCKET,  # autotune key only
     IS_VARLEN: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
     HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, HAS_KPM: tl.constexpr,
     STABILIZE: tl.constexpr, SHIFT_SINGLE: tl.constexpr, RETURN_SHIFT: tl.constexpr,
-    DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_D: tl.constexpr, TMA_OK: tl.constexpr,
+    DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_D: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr,
 ):
     start_m = tl.program_id(0) * BLOCK_M
@@ -188,11 +187,7 @@ _FWD_CONFIGS = {
           (128, 64, 8, 3), (64, 64, 4, 2)],
     256: [(128, 64, 8, 2), (128, 32, 8, 3), (64, 64, 4, 3), (64, 32, 4, 2)],
 }
-_fwd_launch = TiledLaunch(_fwd_kernel, _FWD_CONFIGS, autotuned(
-    _fwd_kernel, _FWD_CONFIGS,
-    key=["SEQ_BUCKET", "head_dim", "HAS_WR", "HAS_WL", "IS_VARLEN", "HAS_DROPOUT", "STABILIZE",
-         "TMA_OK"],
-))
+_fwd_launch = TiledLaunch(_fwd_kernel, _FWD_CONFIGS)
 
 
 def flash_attn_fwd(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
@@ -243,7 +238,6 @@ def flash_attn_fwd(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
     has_softcap = softcap is not None and softcap > 0
     qk_scale = softmax_scale if has_softcap else softmax_scale * LOG2E
     bd = block_d(head_dim)
-    bucket = seq_bucket(max_seqlen_q)
     cu_q = cu_seqlens_q if varlen else lse  # unused pointer in the dense layout
     cu_k = cu_seqlens_k if varlen else lse
     kpm, stride_kpm, has_kpm = key_mask_args(key_padding_mask, batch, sk, varlen, lse)
@@ -256,7 +250,6 @@ def flash_attn_fwd(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
         float(qk_scale), float(softcap or 0.0), int(window_left), int(window_right),
         float(dropout_p), 1.0 / (1.0 - dropout_p), int(seed),
         float(beta), float(tie_window * LOG2E), float(min_gap * LOG2E), float(max_gap * LOG2E),
-        bucket,
     )
     flags = dict(
         IS_VARLEN=varlen, HAS_WL=window_left >= 0, HAS_WR=window_right >= 0,
@@ -264,13 +257,14 @@ def flash_attn_fwd(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
         STABILIZE=bool(stabilize),
         SHIFT_SINGLE=bool(shift_single), RETURN_SHIFT=bool(return_shift),
         DOT_FP32=INTERPRET, EVEN_D=bd == head_dim, BLOCK_D=bd,
-        TMA_OK=tma_ready(max(sq, sk), k, v),
     )
+    tma_ok = tma_ready(max(sq, sk), k, v)
 
     def grid(meta):
         return (ceil_div(int(max_seqlen_q), meta["BLOCK_M"]), batch * hq)
 
-    _fwd_launch(grid, bd, (bucket, head_dim, q.dtype, *flags.values()), args, flags)
+    key = (seq_bucket(max_seqlen_q), head_dim, hq // hk, q.dtype, tma_ok, *flags.values())
+    _fwd_launch(grid, bd, key, args, flags, tma_ok)
     if return_shift:
         return out, lse, shift_out
     return out, lse

@@ -1,5 +1,5 @@
-"""The tile-config launch of the Triton launchers (CPU: stand-ins for the kernel, the autotuner
-and the compiled kernel)."""
+"""The tile-config launch of the Triton launchers and its tuner (CPU: stand-ins for the kernel,
+the compiled kernel and the tuner's timing)."""
 
 import os
 import subprocess
@@ -9,10 +9,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 import triton
-import triton.language as tl
+from triton.runtime.errors import OutOfResources
 
-from hf_stable_attn.kernels import _common
-from hf_stable_attn.kernels._common import TiledLaunch, specialization
+from hf_stable_attn.kernels import _common, _tuning
+from hf_stable_attn.kernels._common import TiledLaunch, specialization, tile_config
 
 TABLE = {64: [(128, 64, 8, 3), (64, 64, 4, 3)]}
 X = torch.zeros(16)
@@ -31,9 +31,10 @@ class _Compiled:
 class _Kernel:
     """Records launches like ``kernel[grid](*args, **kwargs)`` and returns a compiled kernel."""
 
-    def __init__(self, best=None, params=()):
-        self.launches, self.best_config, self.compiled = [], best, _Compiled()
+    def __init__(self, params=()):
+        self.launches, self.compiled = [], _Compiled()
         self.params = [SimpleNamespace(name=n, is_constexpr=c) for n, c in params]
+        self.cache_key, self.__name__ = "stand-in source", "stand_in"
 
     def __getitem__(self, grid):
         def launch(*args, **kwargs):
@@ -43,28 +44,65 @@ class _Kernel:
         return launch
 
 
-def test_first_call_per_key_autotunes_then_the_chosen_config_is_launched_directly(monkeypatch):
+def _fake_timings(monkeypatch, ms):
+    """Make ``_tuning.bench_median`` report ``ms[config]`` for a launch of ``config`` (the
+    tuner's launches are ``functools.partial(launch, grid, key, args, flags, config)``) and
+    record what it timed; the device name is a stand-in (no GPU here)."""
+    timed = []
+
+    def bench(fn):
+        timed.append(fn.args[-1])
+        return ms[fn.args[-1]]
+
+    monkeypatch.setattr(_tuning, "bench_median", bench)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "stand-in GPU")
+    return timed
+
+
+def test_first_call_per_key_tunes_then_the_pick_is_launched_directly(monkeypatch):
     monkeypatch.setattr(_common, "AUTOTUNE", True)
-    chosen = triton.Config({"BLOCK_M": 64, "BLOCK_N": 32}, num_warps=4, num_stages=2)
-    kernel, tuned = _Kernel(), _Kernel(best=chosen)
-    launch = TiledLaunch(kernel, TABLE, tuned)
-    launch("g", 64, ("key", 1), (X, 2), {"FLAG": True})
-    assert len(tuned.launches) == 1 and not kernel.launches
-    launch("g", 64, ("key", 1), (X, 4), {"FLAG": True})
-    assert len(tuned.launches) == 1
-    grid, args, kwargs = kernel.launches[0]
-    assert args == (X, 4) and kwargs["FLAG"] is True
-    assert (kwargs["BLOCK_M"], kwargs["BLOCK_N"], kwargs["num_warps"], kwargs["num_stages"]) == (64, 32, 4, 2)
-    launch("g", 64, ("other key", 1), (X, 6), {"FLAG": False})
-    assert len(tuned.launches) == 2
+    monkeypatch.setattr(_common, "AUTOTUNE_CACHE", False)
+    monkeypatch.setattr(_common, "INTERPRET", False)
+    slow, fast = (tile_config(c) for c in TABLE[64])
+    timed = _fake_timings(monkeypatch, {slow: 2.0, fast: 1.0})
+    kernel = _Kernel()
+    launch = TiledLaunch(kernel, TABLE)
+    launch(_grid, 64, ("key", 1), (X, 2), {"FLAG": True})
+    assert len(timed) == 2 * _tuning.ROUNDS and launch.chosen[("key", 1)] == fast
+    assert launch.timings[("key", 1)] == {slow: 2.0, fast: 1.0}
+    # one compiling launch per candidate, then the call itself with the pick (compiled already)
+    assert [kw["BLOCK_M"] for _, _, kw in kernel.launches] == [128, 64]
+    assert len(kernel.compiled.launches) == 1
+    launch(_grid, 64, ("key", 1), (X, 4), {"FLAG": True})
+    assert len(timed) == 2 * _tuning.ROUNDS and len(kernel.launches) == 2
+    launch(_grid, 64, ("other key", 1), (X, 6), {"FLAG": False})
+    assert len(timed) == 4 * _tuning.ROUNDS
+
+
+def test_a_pick_saved_on_disk_is_launched_without_timing(monkeypatch, tmp_path):
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(_common, "AUTOTUNE", True)
+    monkeypatch.setattr(_common, "AUTOTUNE_CACHE", True)
+    monkeypatch.setattr(_common, "INTERPRET", False)
+    slow, fast = (tile_config(c) for c in TABLE[64])
+    timed = _fake_timings(monkeypatch, {slow: 1.0, fast: 3.0, (32, 64, 4, 2, False): 2.0})
+    first = TiledLaunch(_Kernel(), TABLE)
+    first(_grid, 64, ("key",), (X,), {"FLAG": True})
+    assert first.chosen[("key",)] == slow and len(timed) == 2 * _tuning.ROUNDS
+    again = TiledLaunch(_Kernel(), TABLE)  # a later process
+    again(_grid, 64, ("key",), (X,), {"FLAG": True})
+    assert again.chosen[("key",)] == slow and not again.timings
+    assert len(timed) == 2 * _tuning.ROUNDS
+    other = TiledLaunch(_Kernel(), {64: [*TABLE[64], (32, 64, 4, 2)]})  # other candidates
+    other(_grid, 64, ("key",), (X,), {"FLAG": True})
+    assert len(timed) == 5 * _tuning.ROUNDS and other.chosen[("key",)] == slow
 
 
 def test_without_autotuning_the_tables_first_entry_is_launched(monkeypatch):
     monkeypatch.setattr(_common, "AUTOTUNE", False)
     monkeypatch.setattr(_common, "INTERPRET", False)
-    kernel, tuned = _Kernel(), _Kernel()
-    TiledLaunch(kernel, TABLE, tuned)("g", 64, ("key",), (X,), {"FLAG": True})
-    assert not tuned.launches
+    kernel = _Kernel()
+    TiledLaunch(kernel, TABLE)(_grid, 64, ("key",), (X,), {"FLAG": True})
     _, args, kwargs = kernel.launches[0]
     assert args == (X,) and kwargs["FLAG"] is True
     assert (kwargs["BLOCK_M"], kwargs["BLOCK_N"], kwargs["num_warps"], kwargs["num_stages"]) == TABLE[64][0]
@@ -80,7 +118,7 @@ def test_later_launches_with_the_same_specialization_call_the_compiled_kernel(mo
     params = [("X", False), ("n", False), ("scale", False), ("FLAG", True), ("BLOCK_M", True),
               ("BLOCK_N", True)]
     kernel = _Kernel(params=params)
-    launch = TiledLaunch(kernel, TABLE, _Kernel())
+    launch = TiledLaunch(kernel, TABLE)
     x = torch.zeros(64)
     launch(_grid, 64, ("key",), (x, 32, 0.5), {"FLAG": True})
     launch(_grid, 64, ("key",), (x, 48, 0.25), {"FLAG": True})  # 48: still divisible by 16
@@ -106,7 +144,7 @@ def test_specialization_matches_tritons_criteria():
 
 def test_compile_time_parameters_must_come_last():
     with pytest.raises(TypeError, match="must come last"):
-        TiledLaunch(_Kernel(params=[("A", True), ("x", False)]), TABLE, _Kernel())
+        TiledLaunch(_Kernel(params=[("A", True), ("x", False)]), TABLE)
 
 
 def test_without_tma_the_first_pointer_entry_is_launched(monkeypatch):
@@ -115,29 +153,68 @@ def test_without_tma_the_first_pointer_entry_is_launched(monkeypatch):
     table = {64: [(64, 128, 4, 3, True), (128, 64, 8, 3)]}
     for tma_ok, expected in ((True, (64, 128, True)), (False, (128, 64, False))):
         kernel = _Kernel()
-        TiledLaunch(kernel, table, _Kernel())("g", 64, ("key", tma_ok), (X,), {"TMA_OK": tma_ok})
+        TiledLaunch(kernel, table)(_grid, 64, ("key", tma_ok), (X,), {}, tma_ok)
         _, _, kwargs = kernel.launches[0]
         assert (kwargs["BLOCK_M"], kwargs["BLOCK_N"], kwargs["USE_TMA"]) == expected
 
 
-@triton.jit
-def _stand_in(X, TMA_OK: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
-              BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr):
-    pass
+def test_tuning_skips_tma_configs_where_tma_cannot_address_the_tensors(monkeypatch):
+    monkeypatch.setattr(_tuning, "two_stage_tma_ok", lambda: True)
+    entries = [tile_config(c) for c in [(64, 128, 4, 3, True), (128, 64, 8, 3)]]
+    assert _tuning.candidates(entries, tma_ok=True) == entries
+    assert _tuning.candidates(entries, tma_ok=False) == entries[1:]
 
 
-def test_autotuning_skips_tma_configs_where_tma_cannot_address_the_tensors():
-    table = {64: [(64, 128, 4, 3, True), (128, 64, 8, 3)], 128: [(64, 64, 4, 3)]}
-    tuner = _common.autotuned(_stand_in, table, key=["TMA_OK"])
-    assert len(tuner.configs) == 3
+def _timed_by_table(monkeypatch, ms):
+    """``_tuning.bench_median`` reporting ``ms[fn.config]`` (``fn`` made by ``_launcher``) and
+    recording the order in which it timed them."""
+    order = []
 
-    def kept(**kwargs):
-        return sorted((c.kwargs["BLOCK_M"], c.kwargs["USE_TMA"])
-                      for c in tuner.early_config_prune(tuner.configs, {}, **kwargs))
+    def bench(fn):
+        order.append(fn.config)
+        return ms[fn.config]
 
-    assert kept(BLOCK_D=64, TMA_OK=True) == [(64, True), (128, False)]
-    assert kept(BLOCK_D=64, TMA_OK=False) == [(128, False)]
-    assert kept(BLOCK_D=128, TMA_OK=True) == [(64, False)]
+    monkeypatch.setattr(_tuning, "bench_median", bench)
+    return order
+
+
+def _launcher(launched, fails=()):
+    def launcher(config):
+        def fn():
+            launched.append(config)
+            if config in fails:
+                raise OutOfResources(232448, 262144, "shared memory")
+
+        fn.config = config
+        return fn
+
+    return launcher
+
+
+def test_time_rounds_rotates_the_order_and_keeps_each_configs_median(monkeypatch):
+    a, b, c = (64, 64, 4, 3, False), (128, 64, 8, 3, False), (64, 64, 4, 2, True)
+    order = _timed_by_table(monkeypatch, {a: 2.0, b: 1.0, c: 3.0})
+    launched = []
+    ms = _tuning.time_rounds([a, b, c], _launcher(launched), rounds=4)
+    assert ms == {a: 2.0, b: 1.0, c: 3.0}
+    assert launched == [a, b, c]  # one compiling launch each; bench_median runs the rest
+    assert order == [a, b, c, b, c, a, c, a, b, a, b, c]
+
+
+def test_time_rounds_takes_the_median_over_rounds(monkeypatch):
+    a, b = (64, 64, 4, 3, False), (128, 64, 8, 3, False)
+    samples = {a: iter([1.0, 9.0, 1.2]), b: iter([1.1, 1.1, 1.1])}
+    monkeypatch.setattr(_tuning, "bench_median", lambda fn: next(samples[fn.config]))
+    ms = _tuning.time_rounds([a, b], _launcher([]), rounds=3)
+    assert ms == {a: 1.2, b: 1.1}  # one slow sample (a clock dip) does not decide
+
+
+def test_time_rounds_leaves_out_configs_that_do_not_fit(monkeypatch):
+    a, b = (64, 64, 4, 3, False), (128, 128, 8, 3, False)
+    _timed_by_table(monkeypatch, {a: 2.0, b: 1.0})
+    assert _tuning.time_rounds([a, b], _launcher([], fails={b}), rounds=2) == {a: 2.0}
+    with pytest.raises(OutOfResources):
+        _tuning.time_rounds([a, b], _launcher([], fails={a, b}), rounds=2)
 
 
 @pytest.mark.parametrize("setting, expected", [(None, True), ("1", True), ("0", False)])

@@ -5,9 +5,8 @@ import stat
 
 import pytest
 import torch
-import triton
 
-from hf_stable_attn.kernels import _common, _ptxas, flash_bwd, flash_fwd
+from hf_stable_attn.kernels import _common, _ptxas, _tuning, flash_bwd, flash_fwd
 from hf_stable_attn.kernels._common import TiledLaunch, tile_config
 
 ENV = _ptxas.PTXAS_ENV
@@ -76,21 +75,12 @@ def test_the_users_ptxas_is_left_alone(ptxas_pair, tmp_path, monkeypatch):
     assert _ptxas.compiling_ptxas() == chosen and not _ptxas.two_stage_tma_ok()
 
 
-@triton.jit
-def _stand_in(X, TMA_OK: triton.language.constexpr, BLOCK_D: triton.language.constexpr,
-              BLOCK_M: triton.language.constexpr, BLOCK_N: triton.language.constexpr,
-              USE_TMA: triton.language.constexpr):
-    pass
-
-
 @pytest.mark.parametrize("two_stage_ok", [True, False])
-def test_autotuning_tries_2_stage_tma_configs_only_where_the_ptxas_builds_them(monkeypatch,
-                                                                             two_stage_ok):
-    monkeypatch.setattr(_common, "two_stage_tma_ok", lambda: two_stage_ok)
-    table = {64: [(64, 128, 4, 3, True), (64, 64, 4, 2, True), (64, 64, 4, 2)]}
-    tuner = _common.autotuned(_stand_in, table, key=["TMA_OK"])
-    kept = sorted((c.num_stages, c.kwargs["USE_TMA"])
-                  for c in tuner.early_config_prune(tuner.configs, {}, BLOCK_D=64, TMA_OK=True))
+def test_tuning_tries_2_stage_tma_configs_only_where_the_ptxas_builds_them(monkeypatch,
+                                                                          two_stage_ok):
+    monkeypatch.setattr(_tuning, "two_stage_tma_ok", lambda: two_stage_ok)
+    entries = [tile_config(c) for c in [(64, 128, 4, 3, True), (64, 64, 4, 2, True), (64, 64, 4, 2)]]
+    kept = sorted((c[3], c[4]) for c in _tuning.candidates(entries, tma_ok=True))
     assert kept == ([(2, False), (2, True), (3, True)] if two_stage_ok else [(2, False), (3, True)])
 
 
@@ -99,27 +89,31 @@ class _RecordingKernel:
 
     def __init__(self):
         self.params, self.seen = [], []
-        self.best_config = triton.Config({"BLOCK_M": 64, "BLOCK_N": 64, "USE_TMA": False},
-                                         num_warps=4, num_stages=3)
+        self.cache_key, self.__name__ = "stand-in source", "stand_in"
 
     def __getitem__(self, grid):
         def launch(*args, **kwargs):
             self.seen.append(os.environ.get(ENV))
-            return lambda *a: None
+            return {(1, 1, 1): lambda *a: None}  # the compiled kernel: compiled[grid](*args)
 
         return launch
 
 
+@pytest.mark.parametrize("table", [{64: [(64, 64, 4, 3)]}, {64: [(64, 64, 4, 3), (128, 64, 8, 3)]}],
+                         ids=["one-config", "tuned"])
 @pytest.mark.parametrize("autotune", [True, False])
-def test_the_launchers_first_call_compiles_under_the_newer_ptxas(ptxas_pair, monkeypatch,
-                                                                  autotune):
+def test_the_launchers_first_calls_compile_under_the_newer_ptxas(ptxas_pair, monkeypatch,
+                                                                   autotune, table):
     _, ours = ptxas_pair("12.8", "13.0")
     monkeypatch.setattr(_common, "AUTOTUNE", autotune)
+    monkeypatch.setattr(_common, "AUTOTUNE_CACHE", False)
     monkeypatch.setattr(_common, "INTERPRET", False)
-    kernel, tuned = _RecordingKernel(), _RecordingKernel()
-    TiledLaunch(kernel, {64: [(64, 64, 4, 3)]}, tuned)(
-        lambda meta: (1,), 64, ("key",), (torch.zeros(4),), {"TMA_OK": False})
-    assert (tuned.seen if autotune else kernel.seen) == [ours]
+    monkeypatch.setattr(_tuning, "bench_median", lambda fn: 1.0)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "stand-in GPU")
+    kernel = _RecordingKernel()
+    TiledLaunch(kernel, table)(lambda meta: (1,), 64, ("key",), (torch.zeros(4),), {})
+    # one compile per config the call tries: each candidate when tuning, else the first entry
+    assert kernel.seen == [ours] * (len(table[64]) if autotune else 1)
     assert ENV not in os.environ
 
 

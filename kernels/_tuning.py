@@ -1,0 +1,99 @@
+"""Choosing a launch's tile config: the candidates timed in interleaved rounds, the pick kept on
+disk.
+
+Triton's autotuner times its configs one after another, once each. On an H100 its picks for our
+kernels changed between fresh processes and cost up to 8% against the config that was fastest
+when every candidate ran in each of several rounds (docs/kernel_notes.md, v16a): clocks and the
+L2 drift while the configs take their turns. Here each candidate runs once per round, in an order
+that rotates from round to round, and the lowest median over the rounds wins. The picks go to
+Triton's cache directory, keyed by everything that can change the timings (Triton, the kernel's
+source, the GPU, the ptxas, the launch key and the candidates), so later processes reuse them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import statistics
+from typing import Callable
+
+from triton.compiler.errors import CompileTimeAssertionFailure
+from triton.runtime.cache import get_cache_manager, triton_key
+from triton.runtime.errors import OutOfResources, PTXASError
+from triton.testing import do_bench
+
+from ._ptxas import compiling_ptxas, release, two_stage_tma_ok
+
+ROUNDS = 5
+# Per candidate and round: triton.testing.do_bench's warm-up and measuring time (ms), L2 flushed
+# before every run.
+WARMUP_MS, REP_MS = 5, 25
+# What a config that does not fit raises on its first launch (Triton's autotuner skips the same).
+DOES_NOT_FIT = (OutOfResources, PTXASError, CompileTimeAssertionFailure)
+
+Config = tuple  # (BLOCK_M, BLOCK_N, num_warps, num_stages, use_tma)
+
+
+def candidates(entries: list[Config], tma_ok: bool) -> list[Config]:
+    """The table ``entries`` (``tile_config`` tuples) a launch may try: TMA ones only where
+    ``tma_ok``, and 2-stage TMA ones only where the ptxas in use builds them (``_ptxas``)."""
+    min_tma_stages = 2 if tma_ok and two_stage_tma_ok() else 3
+    return [c for c in entries if not c[4] or (tma_ok and c[3] >= min_tma_stages)]
+
+
+def bench_median(fn: Callable[[], object]) -> float:
+    """Median ms of ``fn`` (``triton.testing.do_bench``, L2 flushed between runs)."""
+    return do_bench(fn, warmup=WARMUP_MS, rep=REP_MS, return_mode="median")
+
+
+def time_rounds(configs: list[Config], launcher: Callable[[Config], Callable[[], object]],
+                rounds: int = ROUNDS) -> dict[Config, float]:
+    """Median over ``rounds`` of ``bench_median(launcher(config))`` per config; round ``r``
+    starts at the ``r``-th config. Each config is launched once first (that compiles it); those
+    that do not fit are left out, and if none fits the last error is raised."""
+    runs, error = {}, None
+    for config in configs:
+        fn = launcher(config)
+        try:
+            fn()
+        except DOES_NOT_FIT as exc:
+            error = exc
+            continue
+        runs[config] = fn
+    if not runs:
+        raise error
+    order = list(runs)
+    times = {config: [] for config in order}
+    for r in range(rounds):
+        for config in order[r % len(order):] + order[:r % len(order)]:
+            times[config].append(bench_median(runs[config]))
+    return {config: statistics.median(ms) for config, ms in times.items()}
+
+
+def _cache_file(kernel, key: tuple, configs: list[Config], device_name: str):
+    """(cache manager, file name) of the pick for ``key`` among ``configs``."""
+    parts = [triton_key(), kernel.cache_key, device_name, str(release(compiling_ptxas())),
+             repr(key), repr(configs), f"rounds={ROUNDS},{WARMUP_MS},{REP_MS}"]
+    digest = hashlib.sha256("-".join(parts).encode()).hexdigest()
+    return get_cache_manager(digest), f"{kernel.__name__[:150]}.tiles.json"
+
+
+def load_pick(kernel, key: tuple, configs: list[Config], device_name: str) -> Config | None:
+    """The pick an earlier process saved for this launch, if any."""
+    cache, name = _cache_file(kernel, key, configs, device_name)
+    path = cache.get_file(name)
+    if path is None:
+        return None
+    with open(path) as f:
+        return tuple(json.load(f)["pick"])
+
+
+def save_pick(kernel, key: tuple, configs: list[Config], device_name: str,
+              timings: dict[Config, float]) -> Config:
+    """The fastest of ``timings``, written where ``load_pick`` finds it."""
+    pick = min(timings, key=timings.get)
+    cache, name = _cache_file(kernel, key, configs, device_name)
+    record = {"key": repr(key), "pick": list(pick),
+              "ms": [[list(c), ms] for c, ms in timings.items()]}
+    cache.put(json.dumps(record), name, binary=False)
+    return pick
