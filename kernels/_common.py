@@ -7,6 +7,7 @@ Everything inside a kernel works in base 2: scores ``s = S * log2(e)`` where ``S
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 
@@ -314,6 +315,20 @@ def specialization(args) -> tuple:
     )
 
 
+_SAME_DEVICE = contextlib.nullcontext()
+
+
+def on_device_of(t: torch.Tensor):
+    """A context in which ``t``'s CUDA device is the current one. Triton launches on the current
+    device, and a model spread over GPUs (``device_map``) calls with tensors on the others, where
+    a launch reads another GPU's memory unsynchronized (garbage, or an illegal-address error).
+    Nothing to do where ``t``'s device is already current (the usual case: one cheap check)."""
+    index = t.device.index
+    if index is None or index == torch.cuda.current_device():
+        return _SAME_DEVICE
+    return torch.cuda.device(index)
+
+
 class TiledLaunch:
     """Launches ``kernel`` with a tile config ``(BLOCK_M, BLOCK_N, num_warps, num_stages,
     use_tma)`` from ``table`` (padded head dim -> configs, best first): ``INTERPRET_CONFIG`` under
@@ -341,18 +356,22 @@ class TiledLaunch:
         self.constexprs = [p.name for p in params[first:]]
 
     def __call__(self, grid, block_d, key, args, flags, tma_ok=False) -> None:
-        """Launch on ``grid`` (a function of the config's meta-parameters); ``tma_ok``: whether
-        TMA configs may address these tensors (``tma_ready``)."""
+        """Launch on ``grid`` (a function of the config's meta-parameters), on the device of
+        ``args[0]`` (a tensor); ``tma_ok``: whether TMA configs may address these tensors
+        (``tma_ready``)."""
         if INTERPRET:
             self.launch(grid, key, args, flags, tile_config(INTERPRET_CONFIG))
             return
-        if not AUTOTUNE:
-            config = next(c for c in map(tile_config, self.table[block_d]) if tma_ok or not c[4])
-        else:
-            config = self.chosen.get(key)
-            if config is None:
-                config = self.chosen[key] = self.tune(grid, block_d, key, args, flags, tma_ok)
-        self.launch(grid, key, args, flags, config)
+        with on_device_of(args[0]):
+            if not AUTOTUNE:
+                config = next(c for c in map(tile_config, self.table[block_d])
+                              if tma_ok or not c[4])
+            else:
+                config = self.chosen.get(key)
+                if config is None:
+                    config = self.chosen[key] = self.tune(grid, block_d, key, args, flags,
+                                                          tma_ok)
+            self.launch(grid, key, args, flags, config)
 
     def tune(self, grid, block_d, key, args, flags, tma_ok) -> tuple:
         """The config ``key`` launches with: the only candidate, the pick saved on disk, or the

@@ -308,3 +308,64 @@ def test_launch_kwargs_name_the_launchers_keywords():
     assert masking["softmax_scale"] == 64**-0.5 and fix["beta"] == 4.0
     with pytest.raises(TypeError, match="unknown launcher keyword"):
         launch_kwargs(100, 120, 64, casual=True)
+
+
+class _CudaTensor:
+    """Stand-in for a CUDA tensor on device ``index`` (the launcher reads only ``.device``)."""
+
+    def __init__(self, index):
+        self.device = torch.device("cuda", index)
+
+
+def _stand_in_devices(monkeypatch):
+    """``torch.cuda.current_device`` / ``torch.cuda.device`` stand-ins over one current index;
+    returns (the current index, a list of the indices ``torch.cuda.device`` was entered with)."""
+    current, entered = [0], []
+
+    class _Device:
+        def __init__(self, index):
+            self.index = index
+
+        def __enter__(self):
+            entered.append(self.index)
+            self.previous, current[0] = current[0], self.index
+
+        def __exit__(self, *exc):
+            current[0] = self.previous
+
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: current[0])
+    monkeypatch.setattr(torch.cuda, "device", _Device)
+    return current, entered
+
+
+def test_launches_run_on_the_device_of_their_first_tensor(monkeypatch):
+    """A model spread over GPUs calls with tensors on a device that is not the current one;
+    Triton launches on the current device, so the launcher switches to the tensors' for the call
+    (compiling, tuned and compiled launches alike) and back."""
+    monkeypatch.setattr(_common, "AUTOTUNE", False)
+    monkeypatch.setattr(_common, "INTERPRET", False)
+    current, entered = _stand_in_devices(monkeypatch)
+    at_launch = []
+
+    class _Kernel:
+        params = []
+
+        def __getitem__(self, grid):
+            def launch(*args, **kwargs):
+                at_launch.append(current[0])
+                return {(1, 3, 1): lambda *a: at_launch.append(current[0])}
+
+            return launch
+
+    launch = TiledLaunch(_Kernel(), TABLE)
+    launch(_grid, 64, ("key",), (_CudaTensor(1), 32), {})  # compiles
+    launch(_grid, 64, ("key",), (_CudaTensor(1), 32), {})  # the compiled kernel
+    assert at_launch == [1, 1] and current == [0] and entered == [1, 1]
+    launch(_grid, 64, ("key",), (_CudaTensor(0), 32), {})  # already current: no switch
+    assert at_launch == [1, 1, 0] and entered == [1, 1]
+
+
+def test_cpu_tensors_need_no_device(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: pytest.fail("no CUDA device here"))
+    with _common.on_device_of(X):
+        pass
