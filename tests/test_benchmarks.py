@@ -299,7 +299,7 @@ def test_tune_kernel_shapes_and_their_compile_stand_ins():
         assert (small.head_dim, small.heads_q, small.heads_kv, small.causal) == (
             shape.head_dim, shape.heads_q, shape.heads_kv, shape.causal)
         assert small.seqlen % 16 == 0 and shape.seqlen % 16 == 0
-        assert min(small.seqlen, shape.seqlen) >= tune_kernel.TMA_MIN_SEQLEN  # same TMA_OK
+        assert min(small.seqlen, shape.seqlen) >= tune_kernel.TMA_MIN_SEQLEN  # TMA in both
     assert len(tune_kernel.candidates("fwd_nofix", "off")) == 36
     assert len(tune_kernel.candidates("dkdv", "off")) == 32
     tma = tune_kernel.candidates("dkdv", "only")  # TMA kernels: 3 stages or more
