@@ -24,6 +24,7 @@ os.environ["HF_STABLE_ATTN_AUTOTUNE"] = "0"  # both packages on their tables' fi
 import torch  # noqa: E402
 from triton.testing import do_bench  # noqa: E402
 
+from benchmarks.bench_e2e import left_padding_mask  # noqa: E402
 from hf_stable_attn.shift_rule import shift_params  # noqa: E402
 from hf_stable_attn.testing import fix_kwargs, launch_kwargs  # noqa: E402
 
@@ -42,8 +43,7 @@ def main() -> None:
                      for _ in range(4))
     for causal in (True, False):
         for pad in (0, 1024, 2048, 3072):
-            mask = torch.ones(b, s, dtype=torch.bool, device="cuda")
-            mask[1::2, :pad] = False
+            mask = left_padding_mask(b, s, pad, torch.device("cuda")).bool()
             kw = dict(launch_kwargs(s, s, d, causal=causal), key_padding_mask=mask)
             fix = fix_kwargs(shift_params(q.dtype))
             grads, calls = {}, {}

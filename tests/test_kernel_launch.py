@@ -1,6 +1,7 @@
 """The tile-config launch of the Triton launchers and its tuner (CPU: stand-ins for the kernel,
 the compiled kernel and the tuner's timing)."""
 
+import functools
 import os
 import subprocess
 import sys
@@ -45,9 +46,10 @@ class _Kernel:
 
 
 def _fake_timings(monkeypatch, ms):
-    """Make ``_tuning.bench_median`` report ``ms[config]`` for a launch of ``config`` (the
-    tuner's launches are ``functools.partial(launch, grid, key, args, flags, config)``) and
-    record what it timed; the device name is a stand-in (no GPU here)."""
+    """Make ``_tuning.bench_median`` report ``ms[config]`` for a launch of ``config`` (a
+    ``functools.partial`` whose last argument is the config, as the launcher's
+    ``partial(launch, grid, key, args, flags, config)``) and record, in order, what it timed;
+    the device name is a stand-in (no GPU here)."""
     timed = []
 
     def bench(fn):
@@ -165,35 +167,21 @@ def test_tuning_skips_tma_configs_where_tma_cannot_address_the_tensors(monkeypat
     assert _tuning.candidates(entries, tma_ok=False) == entries[1:]
 
 
-def _timed_by_table(monkeypatch, ms):
-    """``_tuning.bench_median`` reporting ``ms[fn.config]`` (``fn`` made by ``_launcher``) and
-    recording the order in which it timed them."""
-    order = []
-
-    def bench(fn):
-        order.append(fn.config)
-        return ms[fn.config]
-
-    monkeypatch.setattr(_tuning, "bench_median", bench)
-    return order
-
-
 def _launcher(launched, fails=()):
-    def launcher(config):
-        def fn():
-            launched.append(config)
-            if config in fails:
-                raise OutOfResources(232448, 262144, "shared memory")
+    """``time_rounds``' launcher: ``functools.partial(run, config)`` (so ``_fake_timings`` reads
+    the config as ``fn.args[-1]``, as for the launcher's own), recording each run in
+    ``launched`` and raising as a config that does not fit for those in ``fails``."""
+    def run(config):
+        launched.append(config)
+        if config in fails:
+            raise OutOfResources(232448, 262144, "shared memory")
 
-        fn.config = config
-        return fn
-
-    return launcher
+    return lambda config: functools.partial(run, config)
 
 
 def test_time_rounds_rotates_the_order_and_keeps_each_configs_median(monkeypatch):
     a, b, c = (64, 64, 4, 3, False), (128, 64, 8, 3, False), (64, 64, 4, 2, True)
-    order = _timed_by_table(monkeypatch, {a: 2.0, b: 1.0, c: 3.0})
+    order = _fake_timings(monkeypatch, {a: 2.0, b: 1.0, c: 3.0})
     launched = []
     ms = _tuning.time_rounds([a, b, c], _launcher(launched), rounds=4)
     assert ms == {a: 2.0, b: 1.0, c: 3.0}
@@ -204,14 +192,14 @@ def test_time_rounds_rotates_the_order_and_keeps_each_configs_median(monkeypatch
 def test_time_rounds_takes_the_median_over_rounds(monkeypatch):
     a, b = (64, 64, 4, 3, False), (128, 64, 8, 3, False)
     samples = {a: iter([1.0, 9.0, 1.2]), b: iter([1.1, 1.1, 1.1])}
-    monkeypatch.setattr(_tuning, "bench_median", lambda fn: next(samples[fn.config]))
+    monkeypatch.setattr(_tuning, "bench_median", lambda fn: next(samples[fn.args[-1]]))
     ms = _tuning.time_rounds([a, b], _launcher([]), rounds=3)
     assert ms == {a: 1.2, b: 1.1}  # one slow sample (a clock dip) does not decide
 
 
 def test_time_rounds_leaves_out_configs_that_do_not_fit(monkeypatch):
     a, b = (64, 64, 4, 3, False), (128, 128, 8, 3, False)
-    _timed_by_table(monkeypatch, {a: 2.0, b: 1.0})
+    _fake_timings(monkeypatch, {a: 2.0, b: 1.0})
     assert _tuning.time_rounds([a, b], _launcher([], fails={b}), rounds=2) == {a: 2.0}
     with pytest.raises(OutOfResources):
         _tuning.time_rounds([a, b], _launcher([], fails={a, b}), rounds=2)
