@@ -1,21 +1,27 @@
 """How far from the best config is the launchers' pick? (GPU only.)
 
 For each S 4096 target shape of issue 4 (bf16; D 64/128; causal or not; MHA or GQA 8:1) and each
-of our three kernels (``fwd`` with the fix, ``dq`` and ``dkdv``, the last two timed as a whole
-backward), this
+of our kernels (``fwd`` with the fix, ``fwd_nofix`` without, ``dq`` and ``dkdv``, the last two
+timed as a whole backward), this
 
-1. asks the package's launchers for their picks, in ``--processes`` fresh processes with the
-   on-disk cache of picks off (so each process times the configs itself). Up to v15 Triton's
-   autotuner picked (``autotune_picks_before_h100.json``), since v16a ``kernels/_tuning.py``;
+1. asks the package's launchers for their picks, in fresh processes with the on-disk cache of
+   picks off (so each process times the configs itself), ``--variants`` saying how many processes
+   of each kind: ``cold`` tunes as a training run's first step does, ``heat`` first keeps the card
+   busy with matrix products for ``HEAT_S`` seconds (clocks and temperature of a card at work),
+   ``long`` times each candidate and round for ``LONG_MS`` (warm-up, measure) instead of the
+   tuner's own. Up to v15 Triton's autotuner picked (``autotune_picks_before_h100.json``), since
+   v16a ``kernels/_tuning.py``;
 2. times every table config of that kernel in one process, in ``--rounds`` interleaved rounds
    (configs shuffled per round; ``do_bench`` median per round, L2 flushed), and reports each
    config's median over rounds.
 
 Each row: the shape, the kernel, every config's median, the interleaved best and each process's
-pick with its cost against that best. Compiles run first in worker processes (as in
-``benchmarks/tune_kernel.py``), so the child processes load binaries.
+variant, pick with its cost against that best, and the tuner's own timings of the candidates
+(the kernel alone). Compiles run first in worker processes (as in ``benchmarks/tune_kernel.py``),
+so the child processes load binaries.
 
-Run: ``PYTHONPATH=$PWD python gpu/autotune_picks.py --processes 3 --rounds 5`` (output under $OUT).
+Run: ``PYTHONPATH=$PWD python gpu/autotune_picks.py --variants cold:2 heat:2 --rounds 5``
+(output under $OUT).
 """
 
 from __future__ import annotations
@@ -35,39 +41,61 @@ from child_runs import child_json, keep_row, save_rows  # gpu/ is the script dir
 from hf_stable_attn.kernels import _tuning
 from hf_stable_attn.kernels._common import tile_config
 
-PARTS = ("fwd", "dq", "dkdv")
+PARTS = ("fwd", "fwd_nofix", "dq", "dkdv")
+HEAT_S = 5.0
+LONG_MS = (25, 100)
 
 CHILD = """
-import json, sys
+import json, sys, time
 import torch
-from hf_stable_attn.kernels import flash_bwd, flash_fwd  # reads HF_STABLE_ATTN_AUTOTUNE=1
+from hf_stable_attn.kernels import _tuning, flash_bwd, flash_fwd  # reads HF_STABLE_ATTN_AUTOTUNE=1
 from benchmarks.bench_attention import Shape
 from benchmarks.tune_kernel import make_inputs  # sets it to 0, too late to matter
 from hf_stable_attn.shift_rule import shift_params
 from hf_stable_attn.testing import fix_kwargs, launch_kwargs
 
-launches = {"fwd": flash_fwd._fwd_launch, "dq": flash_bwd._dq_launch, "dkdv": flash_bwd._dkdv_launch}
+variant, heat_s, long_ms = sys.argv[2], float(sys.argv[3]), json.loads(sys.argv[4])
+if variant == "long":
+    _tuning.WARMUP_MS, _tuning.REP_MS = long_ms
+if variant == "heat":
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    start = time.perf_counter()
+    while time.perf_counter() - start < heat_s:
+        for _ in range(20):
+            a @ a
+        torch.cuda.synchronize()
+launches = {"fwd": flash_fwd._fwd_launch, "fwd_nofix": flash_fwd._fwd_launch,
+            "dq": flash_bwd._dq_launch, "dkdv": flash_bwd._dkdv_launch}
 picks = []
 for fields in json.loads(sys.argv[1]):
     shape = Shape(*fields)
     q, k, v, dout = make_inputs(shape)
     kw = launch_kwargs(shape.seqlen, shape.seqlen, shape.head_dim, causal=shape.causal)
-    fix = fix_kwargs(shift_params(q.dtype, stabilize=True, beta=4.0))
-    before = {name: set(launch.chosen) for name, launch in launches.items()}
-    out, lse = flash_fwd.flash_attn_fwd(q, k, v, **kw, **fix)
-    flash_bwd.flash_attn_bwd(dout, q, k, v, out, lse, **kw)
-    torch.cuda.synchronize()
     row = {}
-    for name, launch in launches.items():
-        new = set(launch.chosen) - before[name]
-        if not new:  # same launch key as the previous shape (before v16a the forward's had no group)
-            row[name] = picks[-1][name]
-            continue
-        row[name] = list(launch.chosen[new.pop()])
+
+    def record(names, run):
+        before = {name: set(launches[name].chosen) for name in names}
+        result = run()
+        torch.cuda.synchronize()
+        for name in names:
+            launch = launches[name]
+            new = set(launch.chosen) - before[name]
+            if not new:  # same launch key as the previous shape (before v16a no group in fwd's)
+                row[name], row[name + "_ms"] = picks[-1][name], picks[-1][name + "_ms"]
+                continue
+            key = new.pop()
+            row[name] = list(launch.chosen[key])
+            row[name + "_ms"] = {str(list(c)): round(t, 4)
+                                 for c, t in launch.timings.get(key, {}).items()}
+        return result
+
+    for name, stabilize in (("fwd_nofix", False), ("fwd", True)):
+        fix = fix_kwargs(shift_params(q.dtype, stabilize=stabilize, beta=4.0))
+        out, lse = record([name], lambda: flash_fwd.flash_attn_fwd(q, k, v, **kw, **fix))
+    record(["dq", "dkdv"], lambda: flash_bwd.flash_attn_bwd(dout, q, k, v, out, lse, **kw))
     picks.append(row)
 print(json.dumps(picks))
 """
-
 
 def target_shapes() -> list[Shape]:
     """Issue 4's S 4096 shapes as the attention sweep builds them (16k tokens per batch)."""
@@ -103,7 +131,8 @@ def interleaved_medians(runner: Runner, part: str, shape: Shape, configs: list[t
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--processes", type=int, default=3)
+    ap.add_argument("--variants", nargs="+", default=["cold:2", "heat:2"],
+                    help="NAME:PROCESSES, NAME one of cold, heat, long")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--jobs", type=int, default=16)
     args = ap.parse_args()
@@ -117,7 +146,10 @@ def main() -> None:
 
     fields = json.dumps([[getattr(s, f) for f in Shape.__dataclass_fields__] for s in shapes])
     env = {"HF_STABLE_ATTN_AUTOTUNE": "1", "HF_STABLE_ATTN_AUTOTUNE_CACHE": "0"}
-    picks = [child_json(CHILD, fields, env=env) for _ in range(args.processes)]
+    variants = [name for spec in args.variants
+                for name in [spec.split(":")[0]] * int(spec.split(":")[1])]
+    picks = [child_json(CHILD, fields, name, str(HEAT_S), json.dumps(LONG_MS), env=env)
+             for name in variants]
     print(f"picks done at {time.perf_counter() - start:.0f} s", file=sys.stderr)
 
     rows = []
@@ -130,9 +162,10 @@ def main() -> None:
             keep_row(rows, dict(
                 shape=[shape.head_dim, shape.causal, shape.heads_q, shape.heads_kv], part=part,
                 ms={str(list(c)): round(t, 4) for c, t in ms.items()}, best=list(best),
-                picks=chosen,
+                variants=variants, picks=chosen,
                 pick_cost=[round(ms[tuple(c)] / ms[best] - 1, 4) if isinstance(c, list) else None
-                           for c in chosen]))
+                           for c in chosen],
+                tuner_ms=[p[i][part + "_ms"] if isinstance(p, list) else None for p in picks]))
     print(f"done at {time.perf_counter() - start:.0f} s", file=sys.stderr)
     save_rows(rows, "autotune_picks.json")
 
