@@ -19,8 +19,9 @@ import triton.language as tl
 
 from ._common import (
     INTERPRET, LOG2E, TiledLaunch, block_d, ceil_div, check_grid, dot, keep_mask,
-    head_sources, key_mask_args, key_tiles, last_dim_contiguous, load_rows, lse_layout, scores,
-    seq_bucket, seq_layout, seeded_jit, sequence_bounds, tma_ready, visible,
+    head_sources, key_mask_args, key_tiles, last_dim_contiguous, load_rows, lse_layout,
+    scheduled_tile, scores, seq_bucket, seq_layout, seeded_jit, sequence_bounds, tma_ready,
+    visible,
 )
 
 LOG2E_C = tl.constexpr(LOG2E)
@@ -100,9 +101,10 @@ def _dkdv_kernel(
     DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_D: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr,
 ):
-    start_n = tl.program_id(0) * BLOCK_N
-    split = tl.program_id(1) % splits  # this program's share of the group's query heads
-    bh = tl.program_id(1) // splits
+    tile, column = scheduled_tile(HAS_WR, False)  # with a causal mask most queries see key tile 0
+    start_n = tile * BLOCK_N
+    split = column % splits  # this program's share of the group's query heads
+    bh = column // splits
     b = bh // num_heads_k
     hk = bh % num_heads_k
     q_start, seqlen_q, k_start, seqlen_k = sequence_bounds(CU_Q, CU_K, b, seqlen_q_dense,
@@ -235,8 +237,8 @@ def _dq_kernel(
     DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_D: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr,
 ):
-    start_m = tl.program_id(0) * BLOCK_M
-    bh = tl.program_id(1)
+    tile, bh = scheduled_tile(HAS_WR, True)  # with a causal mask the last query tiles see most keys
+    start_m = tile * BLOCK_M
     b = bh // num_heads_q
     h = bh % num_heads_q
     q_start, seqlen_q, k_start, seqlen_k = sequence_bounds(CU_Q, CU_K, b, seqlen_q_dense,

@@ -17,8 +17,8 @@ import triton.language as tl
 from ._common import (
     INTERPRET, LN2, LOG2E, TiledLaunch, at_least, block_d, ceil_div, check_grid, dot,
     keep_mask, head_sources, key_mask_args, key_tiles, last_dim_contiguous, load_rows, lse_layout,
-    scores_unscaled, seeded_jit, seq_bucket, seq_layout, sequence_bounds, tie_gap, tma_ready,
-    visible,
+    scheduled_tile, scores_unscaled, seeded_jit, seq_bucket, seq_layout, sequence_bounds, tie_gap,
+    tma_ready, visible,
 )
 
 LN2_C = tl.constexpr(LN2)
@@ -112,8 +112,8 @@ def _fwd_kernel(
     DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_D: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr,
 ):
-    start_m = tl.program_id(0) * BLOCK_M
-    bh = tl.program_id(1)
+    tile, bh = scheduled_tile(HAS_WR, True)  # with a causal mask the last query tiles see most keys
+    start_m = tile * BLOCK_M
     b = bh // num_heads_q
     h = bh % num_heads_q
     q_start, seqlen_q, k_start, seqlen_k = sequence_bounds(CU_Q, CU_K, b, seqlen_q_dense,

@@ -38,7 +38,21 @@ interp = pytest.mark.skipif(not INTERPRETING, reason="runs in the TRITON_INTERPR
 
 if INTERPRETING:
     pytest.importorskip("triton")
+    import triton
+    import triton.language as tl
+
     from hf_stable_attn.kernels import flash_attn_bwd, flash_attn_fwd
+    from hf_stable_attn.kernels._common import HEAD_GROUP, scheduled_tile
+
+    @triton.jit
+    def order_kernel(SEEN, BALANCE: tl.constexpr, HEAVY_LAST: tl.constexpr):
+        """SEEN (columns, tiles, 2) int32: per (tile, column) of ``scheduled_tile``, how many
+        programs computed it and the launch index of the last one."""
+        tile, column = scheduled_tile(BALANCE, HEAVY_LAST)
+        launch = tl.program_id(1) * tl.num_programs(0) + tl.program_id(0)
+        cell = SEEN + (column * tl.num_programs(0) + tile) * 2
+        tl.atomic_add(cell, 1)
+        tl.store(cell + 1, launch)
 
 from hf_stable_attn.dropout import keep_mask  # noqa: E402
 from hf_stable_attn.reference import reference_backward, reference_forward  # noqa: E402
@@ -157,6 +171,37 @@ def test_dkdv_with_the_group_split_over_programs(monkeypatch, hk, splits, causal
     cu_k = torch.tensor([0, 25, 45], dtype=torch.int32)
     check_case(q[0], k[0], v[0], _masking(cu_seqlens_q=cu, cu_seqlens_k=cu_k, max_seqlen_q=20,
                                           max_seqlen_k=25, causal=causal))
+
+
+@interp
+@pytest.mark.parametrize("balance,heavy_last", [(True, True), (True, False), (False, False)],
+                         ids=["heavy-last", "heavy-first", "grid-order"])
+@pytest.mark.parametrize("tiles,columns", [(3, 40), (5, 16), (1, 7), (4, 1)])
+def test_scheduled_tile_covers_the_grid_once_heaviest_first(balance, heavy_last, tiles, columns):
+    """Every (tile, column) of the grid is computed by exactly one program; with BALANCE the
+    launch order runs each group of ``HEAD_GROUP`` columns heaviest tile first (40 columns: two
+    full groups and one of 8)."""
+    seen = torch.zeros(columns, tiles, 2, dtype=torch.int32)
+    order_kernel[(tiles, columns)](seen, BALANCE=balance, HEAVY_LAST=heavy_last)
+    assert (seen[..., 0] == 1).all()
+    launch = seen[..., 1]  # (columns, tiles): when each program started
+    if not balance:
+        assert torch.equal(launch.flatten(), torch.arange(tiles * columns, dtype=torch.int32))
+        return
+    group = HEAD_GROUP.value
+    for first in range(0, columns, group):
+        block = launch[first:first + group]  # one group, heaviest tile first
+        by_weight = block.flip(1) if heavy_last else block
+        assert torch.equal(by_weight.T.flatten(), torch.arange(
+            first * tiles, (first + block.shape[0]) * tiles, dtype=torch.int32))
+
+
+@interp
+def test_causal_over_more_columns_than_a_head_group():
+    """A causal grid of 3 x 7 = 21 columns (one full group of the balanced launch order and one
+    partial) and three query tiles, forward and backward."""
+    q, k, v = _inputs((3, 37, 7, 16), (3, 37, 7, 16), seed=21)
+    check_case(q, k, v, _masking(causal=True))
 
 
 @interp
