@@ -145,20 +145,20 @@ def sequence_bounds(CU_Q, CU_K, b, seqlen_q_dense, seqlen_k_dense, IS_VARLEN: tl
         return 0, seqlen_q_dense, 0, seqlen_k_dense
 
 
-# Heads per group in ``scheduled_tile``'s launch order: with 16, a simulated greedy dispatch of
-# causal grids (S 1024-8192, 64- and 128-row tiles, one or two programs per SM) ends within 2%
-# of an even split, against 4-16% in the grid's own order (docs/kernel_notes.md, v17a).
-HEAD_GROUP = tl.constexpr(16)
+# Columns (batch x heads) per group in ``scheduled_tile``'s launch order. On an H100 (S 4096,
+# causal, every table config) groups of 4, 8 and 16 made the forward 3-5% faster; 8 was the
+# best of the three for the dQ kernel (docs/kernel_notes.md, v17a).
+HEAD_GROUP = tl.constexpr(8)
 
 
 @triton.jit
-def scheduled_tile(BALANCE: tl.constexpr, HEAVY_LAST: tl.constexpr):
-    """``(tile, column)`` this program computes, in a grid of (tiles, columns) programs (columns:
-    batch x heads). Without BALANCE, ``(program_id(0), program_id(1))``. With BALANCE (a causal
-    mask: the tiles' work grows along axis 0 when HEAVY_LAST, else shrinks), the launch order
-    (axis 0 fastest) walks the columns in groups of ``HEAD_GROUP`` and, within a group, every
-    column's heaviest tile first, then the next: the longest programs start first and the short
-    ones fill the end, and the programs running together read the K/V of a few heads from L2."""
+def scheduled_tile(BALANCE: tl.constexpr):
+    """``(tile, column)`` this program computes, in a grid of (query tiles, columns) programs
+    (columns: batch x heads). Without BALANCE, ``(program_id(0), program_id(1))``. With BALANCE
+    (a causal mask: the last query tiles see the most keys), the launch order (axis 0 fastest)
+    walks the columns in groups of ``HEAD_GROUP`` and, within a group, every column's last tile
+    first, then the one before: the longest programs start first and the short ones fill the
+    end, and the programs running together read the K/V of a few heads from L2."""
     tile = tl.program_id(0)
     column = tl.program_id(1)
     if BALANCE:
@@ -167,10 +167,8 @@ def scheduled_tile(BALANCE: tl.constexpr, HEAVY_LAST: tl.constexpr):
         first = (pid // (HEAD_GROUP * num_tiles)) * HEAD_GROUP
         size = tl.minimum(tl.num_programs(1) - first, HEAD_GROUP)
         rank = pid - first * num_tiles
-        tile = rank // size
+        tile = num_tiles - 1 - rank // size
         column = first + rank % size
-        if HEAVY_LAST:
-            tile = num_tiles - 1 - tile
     return tile, column
 
 

@@ -112,7 +112,7 @@ def _fwd_kernel(
     DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_D: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr,
 ):
-    tile, bh = scheduled_tile(HAS_WR, True)  # with a causal mask the last query tiles see most keys
+    tile, bh = scheduled_tile(HAS_WR)  # heaviest first where a causal mask makes tiles uneven
     start_m = tile * BLOCK_M
     b = bh // num_heads_q
     h = bh % num_heads_q

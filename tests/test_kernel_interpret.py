@@ -45,10 +45,10 @@ if INTERPRETING:
     from hf_stable_attn.kernels._common import HEAD_GROUP, scheduled_tile
 
     @triton.jit
-    def order_kernel(SEEN, BALANCE: tl.constexpr, HEAVY_LAST: tl.constexpr):
+    def order_kernel(SEEN, BALANCE: tl.constexpr):
         """SEEN (columns, tiles, 2) int32: per (tile, column) of ``scheduled_tile``, how many
         programs computed it and the launch index of the last one."""
-        tile, column = scheduled_tile(BALANCE, HEAVY_LAST)
+        tile, column = scheduled_tile(BALANCE)
         launch = tl.program_id(1) * tl.num_programs(0) + tl.program_id(0)
         cell = SEEN + (column * tl.num_programs(0) + tile) * 2
         tl.atomic_add(cell, 1)
@@ -174,15 +174,14 @@ def test_dkdv_with_the_group_split_over_programs(monkeypatch, hk, splits, causal
 
 
 @interp
-@pytest.mark.parametrize("balance,heavy_last", [(True, True), (True, False), (False, False)],
-                         ids=["heavy-last", "heavy-first", "grid-order"])
-@pytest.mark.parametrize("tiles,columns", [(3, 40), (5, 16), (1, 7), (4, 1)])
-def test_scheduled_tile_covers_the_grid_once_heaviest_first(balance, heavy_last, tiles, columns):
+@pytest.mark.parametrize("balance", [True, False], ids=["balanced", "grid-order"])
+@pytest.mark.parametrize("tiles,columns", [(3, 21), (5, 16), (1, 7), (4, 1)])
+def test_scheduled_tile_covers_the_grid_once_heaviest_first(balance, tiles, columns):
     """Every (tile, column) of the grid is computed by exactly one program; with BALANCE the
-    launch order runs each group of ``HEAD_GROUP`` columns heaviest tile first (40 columns: two
-    full groups and one of 8)."""
+    launch order runs each group of ``HEAD_GROUP`` columns last (heaviest) tile first (21
+    columns: two full groups of 8 and one of 5)."""
     seen = torch.zeros(columns, tiles, 2, dtype=torch.int32)
-    order_kernel[(tiles, columns)](seen, BALANCE=balance, HEAVY_LAST=heavy_last)
+    order_kernel[(tiles, columns)](seen, BALANCE=balance)
     assert (seen[..., 0] == 1).all()
     launch = seen[..., 1]  # (columns, tiles): when each program started
     if not balance:
@@ -190,9 +189,8 @@ def test_scheduled_tile_covers_the_grid_once_heaviest_first(balance, heavy_last,
         return
     group = HEAD_GROUP.value
     for first in range(0, columns, group):
-        block = launch[first:first + group]  # one group, heaviest tile first
-        by_weight = block.flip(1) if heavy_last else block
-        assert torch.equal(by_weight.T.flatten(), torch.arange(
+        block = launch[first:first + group].flip(1)  # one group, heaviest tile first
+        assert torch.equal(block.T.flatten(), torch.arange(
             first * tiles, (first + block.shape[0]) * tiles, dtype=torch.int32))
 
 
