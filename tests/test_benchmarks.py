@@ -305,3 +305,25 @@ def test_tune_kernel_shapes_and_their_compile_stand_ins():
     tma = tune_kernel.candidates("dkdv", "only")  # TMA kernels: 3 stages or more
     assert len(tma) == 16 and all(c[4] and c[3] >= 3 for c in tma)
     assert len(tune_kernel.candidates("fwd")) == 36 + 24
+
+
+def test_compare_variants_takes_each_configs_fastest_run(tmp_path):
+    """Per (part, shape): each side's fastest run per config, the median of the per-config
+    ratios and the ratio of the fastest configs; failed configs and one-sided configs left out."""
+    from benchmarks import compare_variants
+
+    def run(name, times):
+        records = [dict(part="fwd", head_dim=64, causal=True, heads_kv=4, block_m=bm, block_n=64,
+                        num_warps=4, num_stages=3, tma=False, ms=ms) for bm, ms in times]
+        path = tmp_path / name
+        path.write_text(json.dumps({"records": records}))
+        return str(path)
+
+    base = [run("a1.json", [(32, 2.0), (64, 1.0), (128, None)]), run("a2.json", [(32, 1.6), (64, 1.2)])]
+    variant = [run("b1.json", [(32, 1.2), (64, 1.1), (16, 0.5)])]
+    (row,) = compare_variants.compare(compare_variants.fastest_per_config(base),
+                                      compare_variants.fastest_per_config(variant))
+    assert (row["part"], row["head_dim"], row["causal"], row["heads_kv"], row["configs"]) == (
+        "fwd", 64, True, 4, 2)
+    assert row["median_change"] == pytest.approx(statistics.median([1.2 / 1.6 - 1, 1.1 / 1.0 - 1]))
+    assert row["best_change"] == pytest.approx(1.1 / 1.0 - 1)
