@@ -148,6 +148,8 @@ def main() -> None:
     env = {"HF_STABLE_ATTN_AUTOTUNE": "1", "HF_STABLE_ATTN_AUTOTUNE_CACHE": "0"}
     variants = [name for spec in args.variants
                 for name in [spec.split(":")[0]] * int(spec.split(":")[1])]
+    if not set(variants) <= {"cold", "heat", "long"}:
+        ap.error(f"--variants: names are cold, heat and long, got {args.variants}")
     picks = [child_json(CHILD, fields, name, str(HEAT_S), json.dumps(LONG_MS), env=env)
              for name in variants]
     print(f"picks done at {time.perf_counter() - start:.0f} s", file=sys.stderr)

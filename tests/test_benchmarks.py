@@ -327,3 +327,18 @@ def test_compare_variants_takes_each_configs_fastest_run(tmp_path):
         "fwd", 64, True, 4, 2)
     assert row["median_change"] == pytest.approx(statistics.median([1.2 / 1.6 - 1, 1.1 / 1.0 - 1]))
     assert row["best_change"] == pytest.approx(1.1 / 1.0 - 1)
+
+
+def test_launch_order_sim_balanced_order_is_the_kernels_and_ends_evener():
+    """The simulated balanced order is a permutation of the grid's programs, heaviest tile first
+    within each group, and in the model it ends closer to an even split than the grid's order."""
+    from benchmarks import launch_order_sim as sim
+
+    tiles, columns = 32, 21
+    grid, balanced = sim.grid_order(tiles, columns), sim.balanced_order(tiles, columns, 8)
+    assert sorted(grid) == sorted(balanced)
+    assert balanced[:8] == [tiles - 1] * 8 and balanced[16 * tiles:16 * tiles + 5] == [tiles - 1] * 5
+    assert sim.makespan_over_even_split([0] * 264, 264) == pytest.approx(0.0)
+    grid_over = sim.makespan_over_even_split(sim.grid_order(32, 64), 264)
+    balanced_over = sim.makespan_over_even_split(sim.balanced_order(32, 64, 8), 264)
+    assert balanced_over < 0.01 < 0.05 < grid_over
