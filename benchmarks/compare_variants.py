@@ -55,7 +55,8 @@ def main(argv=None) -> None:
     print("part  D    causal Hkv configs  median per config  fastest config")
     for r in compare(fastest_per_config(args.base), fastest_per_config(args.variant)):
         print(f"{r['part']:5} {r['head_dim']:<4} {str(r['causal']):6} {r['heads_kv']:<3} "
-              f"{r['configs']:<8} {100 * r['median_change']:+17.1f}% {100 * r['best_change']:+14.1f}%")
+              f"{r['configs']:<8} {100 * r['median_change']:+17.1f}% "
+              f"{100 * r['best_change']:+14.1f}%")
 
 
 if __name__ == "__main__":

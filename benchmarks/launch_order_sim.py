@@ -55,9 +55,9 @@ def main(argv=None) -> None:
         for head_dim in (128, 64):
             tiles = seqlen // args.block_m
             columns = (args.total_tokens // seqlen) * (args.hidden // head_dim)
-            over = [makespan_over_even_split(grid_order(tiles, columns), args.slots, args.tile_cost)]
-            over += [makespan_over_even_split(balanced_order(tiles, columns, g), args.slots,
-                                              args.tile_cost) for g in args.head_groups]
+            orders = [grid_order(tiles, columns)]
+            orders += [balanced_order(tiles, columns, g) for g in args.head_groups]
+            over = [makespan_over_even_split(o, args.slots, args.tile_cost) for o in orders]
             print(f"{seqlen:<6} {head_dim:<4} " + "  ".join(f"{100 * x:+9.1f}%" for x in over))
 
 

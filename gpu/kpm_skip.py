@@ -1,8 +1,9 @@
 """The backward on key-padded batches with and without the dK/dV kernel's skip of key tiles that
 are all padding (GPU only).
 
-Times ``flash_attn_bwd`` of the shipped kernels (tables' first configs, no autotuning) against a copy of the package from before the
-skip (``--before``, a folder holding it as package ``kpm_before``), interleaved rounds, on
+Times ``flash_attn_bwd`` of the shipped kernels (tables' first configs, no autotuning) against a
+copy of the package from before the skip (``--before``, a folder holding it as package
+``kpm_before``), interleaved rounds, on
 B 4, S 4096, 16 heads of D128, causal and not, with every second row's first ``pad`` keys
 padding, and compares their gradients (they must be equal: the skipped programs only ever added
 zeros). One JSON line per (causal, pad).
@@ -35,7 +36,7 @@ def main() -> None:
     args = ap.parse_args()
     sys.path.insert(0, args.before)
     packages = {"shipped": "hf_stable_attn.kernels", "before": "kpm_before"}
-    mods = {name: (importlib.import_module(f"{p}.flash_fwd"), importlib.import_module(f"{p}.flash_bwd"))
+    mods = {name: tuple(importlib.import_module(f"{p}.{m}") for m in ("flash_fwd", "flash_bwd"))
             for name, p in packages.items()}
     b, s, h, d = 4, 4096, 16, 128
     gen = torch.Generator(device="cuda").manual_seed(0)

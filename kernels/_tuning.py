@@ -4,9 +4,9 @@ disk.
 Each candidate runs once per round, in an order that rotates from round to round, and the lowest
 median over the rounds wins. Triton's autotuner, which picked up to v15, times its configs one
 after another, once each; on an H100 its picks changed from one fresh process to the next (the
-same in 16 of 24 shape-kernel pairs), ours far less often (the same in 22 of 24). Against the whole call timed
-after minutes of work, both cost about 1% on average and a few percent on some pairs
-(docs/kernel_notes.md, v16a). The picks go to Triton's cache directory, keyed by Triton, the
+same in 16 of 24 shape-kernel pairs), ours far less often (the same in 22 of 24). Against the
+whole call timed after minutes of work, both cost about 1% on average and a few percent on some
+pairs (docs/kernel_notes.md, v16a). The picks go to Triton's cache directory, keyed by Triton, the
 kernel's source, the GPU, the ptxas, the launch key and the candidates, so later processes reuse
 them.
 """

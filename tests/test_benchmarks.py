@@ -319,7 +319,8 @@ def test_compare_variants_takes_each_configs_fastest_run(tmp_path):
         path.write_text(json.dumps({"records": records}))
         return str(path)
 
-    base = [run("a1.json", [(32, 2.0), (64, 1.0), (128, None)]), run("a2.json", [(32, 1.6), (64, 1.2)])]
+    base = [run("a1.json", [(32, 2.0), (64, 1.0), (128, None)]),
+            run("a2.json", [(32, 1.6), (64, 1.2)])]
     variant = [run("b1.json", [(32, 1.2), (64, 1.1), (16, 0.5)])]
     (row,) = compare_variants.compare(compare_variants.fastest_per_config(base),
                                       compare_variants.fastest_per_config(variant))
@@ -337,7 +338,8 @@ def test_launch_order_sim_balanced_order_is_the_kernels_and_ends_evener():
     tiles, columns = 32, 21
     grid, balanced = sim.grid_order(tiles, columns), sim.balanced_order(tiles, columns, 8)
     assert sorted(grid) == sorted(balanced)
-    assert balanced[:8] == [tiles - 1] * 8 and balanced[16 * tiles:16 * tiles + 5] == [tiles - 1] * 5
+    assert balanced[:8] == [tiles - 1] * 8
+    assert balanced[16 * tiles:16 * tiles + 5] == [tiles - 1] * 5
     assert sim.makespan_over_even_split([0] * 264, 264) == pytest.approx(0.0)
     grid_over = sim.makespan_over_even_split(sim.grid_order(32, 64), 264)
     balanced_over = sim.makespan_over_even_split(sim.balanced_order(32, 64, 8), 264)
