@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import statistics
 import sys
 import traceback
@@ -47,8 +48,9 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from benchmarks import runinfo, timing
 
-IMPLS_CUDA = ("stable_flash", "stable_flash_nofix", "sdpa_cudnn", "sdpa_flash", "sdpa_efficient", "flex")
-IMPLS_CPU = ("stable_flash", "stable_flash_nofix", "sdpa_math")
+OURS = ("stable_flash", "stable_flash_nofix")
+IMPLS_CUDA = (*OURS, "sdpa_cudnn", "sdpa_flash", "sdpa_efficient", "flex")
+IMPLS_CPU = (*OURS, "sdpa_math")
 MODES = ("fwd_bwd", "fwd", "bwd")
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 FLOP_FACTOR = {"fwd": 1.0, "bwd": 2.5, "fwd_bwd": 3.5}
@@ -184,7 +186,7 @@ def _ours(stabilize: bool, causal: bool, device: torch.device) -> AttnFn:
 
 def candidates(name: str, shape: Shape, device: torch.device) -> Iterator[tuple[str | None, AttnFn]]:
     """``(gqa_via, fn)`` ways to run ``name`` on ``shape``, tried in order until one runs."""
-    if name in ("stable_flash", "stable_flash_nofix"):
+    if name in OURS:
         yield None, _ours(name == "stable_flash", shape.causal, device)
     elif name == "flex":
         yield None, _flex(shape, device)
@@ -251,6 +253,21 @@ def prepare(fn: AttnFn, shape: Shape, mode: str, inputs, ref: torch.Tensor, devi
     return Entry({"peak_mem_mb": peak, "compile_s": compile_s, "rel_err": rel_err}, call, grads)
 
 
+def with_tiles(prepared: Callable[[], Entry]) -> Entry:
+    """``prepared()`` with the tile config each of our kernels launched with in it added to the
+    record as ``tile_fwd``, ``tile_dq``, ``tile_dkdv`` (BLOCK_M, BLOCK_N, warps, stages, TMA),
+    so a shape's swing between runs can be traced to the tuner's picks; kernels the call did not
+    launch (all of them on the reference backend's CPU runs) are left out."""
+    from hf_stable_attn.kernels import LAUNCHES
+
+    for launch in LAUNCHES.values():
+        launch.last = None
+    entry = prepared()
+    entry.record.update({f"tile_{part}": list(launch.last) for part, launch in LAUNCHES.items()
+                         if launch.last is not None})
+    return entry
+
+
 def prepare_impl(name: str, shape: Shape, modes, inputs, ref, device) -> list[Entry]:
     """``name`` on ``shape``, prepared for each mode; a refusal becomes an ``error`` record."""
     base = {"impl": name, **asdict(shape)}
@@ -267,7 +284,8 @@ def prepare_impl(name: str, shape: Shape, modes, inputs, ref, device) -> list[En
         entry = None
         for gqa_via, fn in options:
             try:
-                entry = prepare(fn, shape, mode, inputs, ref, device)
+                run = functools.partial(prepare, fn, shape, mode, inputs, ref, device)
+                entry = with_tiles(run) if name in OURS else run()
                 entry.record = {**base, "mode": mode, "gqa_via": gqa_via, **entry.record}
                 chosen = (gqa_via, fn)
                 break

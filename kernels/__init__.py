@@ -4,7 +4,11 @@ Only Triton and torch here: the launchers take every constant as an argument (se
 docs/design.md, "Kernel launcher contract").
 """
 
-from .flash_bwd import flash_attn_bwd
-from .flash_fwd import flash_attn_fwd
+from .flash_bwd import _dkdv_launch, _dq_launch, flash_attn_bwd
+from .flash_fwd import _fwd_launch, flash_attn_fwd
 
-__all__ = ["flash_attn_fwd", "flash_attn_bwd"]
+# Each kernel's launcher (``_common.TiledLaunch``): its tuned picks (``chosen``) and the tile
+# config of its latest launch (``last``), for benchmarks and diagnostics.
+LAUNCHES = {"fwd": _fwd_launch, "dq": _dq_launch, "dkdv": _dkdv_launch}
+
+__all__ = ["flash_attn_fwd", "flash_attn_bwd", "LAUNCHES"]

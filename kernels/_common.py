@@ -370,12 +370,14 @@ class TiledLaunch:
     the candidates and their relative speed (ours hold the sequence bucket, head dim, group size,
     dtype and every flag). The kernel's compile-time parameters must follow its runtime ones
     (``args``), as in all ours. The launches that may compile run under
-    ``_ptxas.ptxas_for_compile``.
+    ``_ptxas.ptxas_for_compile``. ``last`` is the config of the latest call (None before
+    the first), which benchmarks record beside their timings.
     """
 
     def __init__(self, kernel, table):
         self.kernel, self.table = kernel, table
         self.chosen, self.compiled, self.timings = {}, {}, {}
+        self.last = None
         params = getattr(kernel, "params", [])
         first = next((i for i, p in enumerate(params) if p.is_constexpr), len(params))
         if not all(p.is_constexpr for p in params[first:]):
@@ -387,7 +389,8 @@ class TiledLaunch:
         ``args[0]`` (a tensor); ``tma_ok``: whether TMA configs may address these tensors
         (``tma_ready``)."""
         if INTERPRET:
-            self.launch(grid, key, args, flags, tile_config(INTERPRET_CONFIG))
+            self.last = tile_config(INTERPRET_CONFIG)
+            self.launch(grid, key, args, flags, self.last)
             return
         with on_device_of(args[0]):
             if not AUTOTUNE:
@@ -398,6 +401,7 @@ class TiledLaunch:
                 if config is None:
                     config = self.chosen[key] = self.tune(grid, block_d, key, args, flags,
                                                           tma_ok)
+            self.last = config
             self.launch(grid, key, args, flags, config)
 
     def tune(self, grid, block_d, key, args, flags, tma_ok) -> tuple:

@@ -393,3 +393,26 @@ def test_large_row_max_beta8_no_underflow():
     check_vs_reference(q, k, v, m, params)
     grads = run_kernel_bwd(torch.randn_like(q), q, k, v, out, lse, m)
     assert all(torch.isfinite(g).all() for g in grads)
+
+
+@interp
+def test_benchmark_records_the_tiles_each_kernel_launched():
+    """``bench_attention.with_tiles`` adds to a record the tile config of each kernel the call
+    launched: the forward's and both backward kernels', then (after them) the forward's alone."""
+    import hf_stable_attn
+    from benchmarks.bench_attention import Entry, with_tiles
+    from hf_stable_attn.kernels._common import INTERPRET_CONFIG
+
+    q, k, v = (t.requires_grad_() for t in _inputs((1, 20, 2, 16), (1, 20, 2, 16)))
+
+    def prepared(backward):
+        out = hf_stable_attn.flash_attn_func(q, k, v, causal=True, backend="triton")
+        if backward:
+            out.float().sum().backward()
+        return Entry({"impl": "stable_flash"})
+
+    tiles = [*INTERPRET_CONFIG, False]
+    assert with_tiles(lambda: prepared(True)).record == {
+        "impl": "stable_flash", "tile_fwd": tiles, "tile_dq": tiles, "tile_dkdv": tiles}
+    assert with_tiles(lambda: prepared(False)).record == {"impl": "stable_flash",
+                                                          "tile_fwd": tiles}
