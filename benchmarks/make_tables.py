@@ -185,8 +185,37 @@ def attention_section(data: dict, path: str, brief: bool = False) -> list[str]:
     if brief:
         refused = sum(1 for r in records if r.get("error"))
         return out + [f"{refused} refused record(s); memory, compile times and refusals in the full tables.", ""]
-    out += _memory_table(records, impls) + _compile_table(records, impls) + _problems(records)
-    return out
+    out += _memory_table(records, impls) + _tiles_table(records) + _compile_table(records, impls)
+    return out + _problems(records)
+
+
+def _tile_cell(tile: list | None) -> str:
+    """``[BLOCK_M, BLOCK_N, warps, stages, tma]`` as ``64x64 w4 s3 TMA``; — if absent."""
+    if not tile:
+        return "—"
+    bm, bn, warps, stages, tma = tile
+    return f"{bm}x{bn} w{warps} s{stages}" + (" TMA" if tma else "")
+
+
+def _tiles_table(records: list[dict]) -> list[str]:
+    """The tile configs our kernels ran with in ``fwd_bwd`` (the tuner's picks), per shape."""
+    rows = []
+    for (dtype, mode), shapes in _shape_rows(records).items():
+        if mode != "fwd_bwd":
+            continue
+        for shape, by_impl in shapes.items():
+            fix, nofix = by_impl.get(OURS) or {}, by_impl.get(NOFIX) or {}
+            cells = [_tile_cell(fix.get("tile_fwd")), _tile_cell(nofix.get("tile_fwd")),
+                     _tile_cell(fix.get("tile_dq")), _tile_cell(fix.get("tile_dkdv"))]
+            if any(c != "—" for c in cells):
+                seqlen, head_dim, causal, hq, hkv, _ = shape
+                rows.append([dtype, str(seqlen), str(head_dim), "yes" if causal else "no",
+                             f"{hq}/{hkv}"] + cells)
+    if not rows:
+        return []
+    out = ["#### Tile configs of our kernels in fwd_bwd (BLOCK_M x BLOCK_N, warps, stages)", ""]
+    header = ["dtype", "S", "D", "causal", "Hq/Hkv", "forward", "forward, no fix", "dQ", "dK/dV"]
+    return out + _table(header, rows) + [""]
 
 
 def _memory_table(records: list[dict], impls: list[str]) -> list[str]:

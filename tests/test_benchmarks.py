@@ -117,6 +117,22 @@ def test_attention_cpu_smoke_records_budget_and_tables(tmp_path):
     assert text.startswith("intro\n") and text.endswith("outro\n") and "old" not in text and "sdpa_math" in text
 
 
+def test_tables_list_the_tile_configs_our_kernels_ran_with():
+    def rec(impl, **tiles):
+        return {"impl": impl, "dtype": "bf16", "mode": "fwd_bwd", "seqlen": 4096, "head_dim": 128,
+                "causal": False, "heads_q": 16, "heads_kv": 2, "batch": 4, "tflops": 400.0, **tiles}
+
+    data = {"gpu": "stand-in", "versions": {}, "date": "today", "records": [
+        rec("stable_flash", tile_fwd=[64, 64, 4, 3, True], tile_dq=[128, 64, 8, 3, True],
+            tile_dkdv=[32, 64, 4, 3, False]),
+        rec("stable_flash_nofix", tile_fwd=[128, 128, 8, 3, False]), rec("sdpa_cudnn")]}
+    text = "\n".join(make_tables.attention_section(data, "run.json"))
+    assert ("| bf16 | 4096 | 128 | no | 16/2 | 64x64 w4 s3 TMA | 128x128 w8 s3 | 128x64 w8 s3 TMA "
+            "| 32x64 w4 s3 |") in text
+    untiled = {**data, "records": [rec("stable_flash"), rec("sdpa_cudnn")]}  # e.g. CPU runs
+    assert "Tile configs" not in "\n".join(make_tables.attention_section(untiled, "run.json"))
+
+
 def test_target_summary_ratios():
     def rec(impl, tflops, seqlen=4096, head_dim=128):
         return {"impl": impl, "dtype": "bf16", "mode": "fwd_bwd", "seqlen": seqlen, "head_dim": head_dim,
