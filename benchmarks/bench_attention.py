@@ -48,9 +48,9 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from benchmarks import runinfo, timing
 
-OURS = ("stable_flash", "stable_flash_nofix")
-IMPLS_CUDA = (*OURS, "sdpa_cudnn", "sdpa_flash", "sdpa_efficient", "flex")
-IMPLS_CPU = (*OURS, "sdpa_math")
+OUR_IMPLS = ("stable_flash", "stable_flash_nofix")
+IMPLS_CUDA = (*OUR_IMPLS, "sdpa_cudnn", "sdpa_flash", "sdpa_efficient", "flex")
+IMPLS_CPU = (*OUR_IMPLS, "sdpa_math")
 MODES = ("fwd_bwd", "fwd", "bwd")
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 FLOP_FACTOR = {"fwd": 1.0, "bwd": 2.5, "fwd_bwd": 3.5}
@@ -186,7 +186,7 @@ def _ours(stabilize: bool, causal: bool, device: torch.device) -> AttnFn:
 
 def candidates(name: str, shape: Shape, device: torch.device) -> Iterator[tuple[str | None, AttnFn]]:
     """``(gqa_via, fn)`` ways to run ``name`` on ``shape``, tried in order until one runs."""
-    if name in OURS:
+    if name in OUR_IMPLS:
         yield None, _ours(name == "stable_flash", shape.causal, device)
     elif name == "flex":
         yield None, _flex(shape, device)
@@ -285,7 +285,7 @@ def prepare_impl(name: str, shape: Shape, modes, inputs, ref, device) -> list[En
         for gqa_via, fn in options:
             try:
                 run = functools.partial(prepare, fn, shape, mode, inputs, ref, device)
-                entry = with_tiles(run) if name in OURS else run()
+                entry = with_tiles(run) if name in OUR_IMPLS else run()
                 entry.record = {**base, "mode": mode, "gqa_via": gqa_via, **entry.record}
                 chosen = (gqa_via, fn)
                 break
