@@ -20,8 +20,8 @@ import triton.language as tl
 from ._common import (
     INTERPRET, LOG2E, TiledLaunch, block_d, ceil_div, check_grid, dot, keep_mask,
     head_sources, key_mask_args, key_tiles, last_dim_contiguous, load_rows, lse_layout,
-    scheduled_tile, scores, seq_bucket, seq_layout, seeded_jit, sequence_bounds, tma_ready,
-    visible,
+    on_device_of, scheduled_tile, scores, seq_bucket, seq_layout, seeded_jit, sequence_bounds,
+    tma_ready, visible,
 )
 
 LOG2E_C = tl.constexpr(LOG2E)
@@ -337,7 +337,7 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
     check_grid(batch, hq)
     lse = lse.contiguous()
     delta = torch.empty_like(lse)
-    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    dq = torch.empty_like(q)
     bd = block_d(head_dim)
     cu_q = cu_seqlens_q if varlen else lse
     cu_k = cu_seqlens_k if varlen else lse
@@ -379,6 +379,7 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
         dk_out = torch.empty((splits, *k.shape), device=k.device, dtype=torch.float32)
         dv_out = torch.empty((splits, *v.shape), device=v.device, dtype=torch.float32)
     else:
+        dk, dv = torch.empty_like(k), torch.empty_like(v)
         dk_out, dv_out = dk.unsqueeze(0), dv.unsqueeze(0)
     dkdv_args = (q, k, v, dout, lse, delta, dk_out, dv_out, cu_q, cu_k, kpm, *qkv,
                  *do_layout, *seq_layout(dk_out[0], varlen), *seq_layout(dv_out[0], varlen),
@@ -388,16 +389,35 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
         lambda meta: (ceil_div(int(max_seqlen_k), meta["BLOCK_N"]), batch * hk * splits),
         bd, (*key, splits), dkdv_args, flags, tma_ok)
     if splits > 1:
-        sum_partials(dk_out, dk)
-        sum_partials(dv_out, dv)
+        dk, dv = sum_partials(dk_out, k.dtype), sum_partials(dv_out, v.dtype)
     return dq, dk, dv
 
 
-def sum_partials(partials: torch.Tensor, out: torch.Tensor) -> None:
-    """``out = partials.sum(0)``: the group split's fp32 partials (splits, *out.shape) summed in
-    fp32 in a fixed order (deterministic), then rounded once to ``out``'s dtype.
-    (``torch.sum(partials, 0, out=out)`` would round every partial to that dtype first.)"""
-    out.copy_(partials.sum(0))
+@triton.jit
+def _sum_partials_kernel(P, OUT, n, SPLITS: tl.constexpr, BLOCK: tl.constexpr):
+    """OUT[i] = P[0, i] + P[1, i] + ... (fp32, in that order), rounded once to OUT's dtype."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    ok = offs < n
+    acc = tl.load(P + offs, mask=ok, other=0.0)
+    for s in tl.static_range(1, SPLITS):
+        acc += tl.load(P + (offs + s * n.to(tl.int64)), mask=ok, other=0.0)
+    tl.store(OUT + offs, acc.to(OUT.dtype.element_ty), mask=ok)
+
+
+SUM_BLOCK = 1024
+
+
+def sum_partials(partials: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The group split's contiguous fp32 partials (splits, *shape) summed in fp32 in a fixed
+    order (deterministic) and rounded once to ``dtype``: a new contiguous (*shape) tensor. One
+    pass over the partials (``partials.sum(0).to(dtype)`` takes two and an fp32 temporary;
+    ``torch.sum(..., out=)`` into ``dtype`` would round every partial first)."""
+    out = torch.empty(partials.shape[1:], device=partials.device, dtype=dtype)
+    n = out.numel()
+    with on_device_of(partials):
+        _sum_partials_kernel[(ceil_div(n, SUM_BLOCK),)](
+            partials, out, n, SPLITS=partials.shape[0], BLOCK=SUM_BLOCK)
+    return out
 
 
 # Programs the dK/dV kernel should have at least, per SM: GQA 8:1 at 4096 tokens (H200, 132 SMs)

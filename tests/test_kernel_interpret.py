@@ -416,3 +416,31 @@ def test_benchmark_records_the_tiles_each_kernel_launched():
         "impl": "stable_flash", "tile_fwd": tiles, "tile_dq": tiles, "tile_dkdv": tiles}
     assert with_tiles(lambda: prepared(False)).record == {"impl": "stable_flash",
                                                           "tile_fwd": tiles}
+
+
+@interp
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("splits", [2, 3, 4])
+def test_group_split_partials_are_summed_in_fp32_in_order_and_rounded_once(dtype, splits):
+    """``flash_bwd.sum_partials`` (one Triton pass; 6432 elements: a partial last block). fp16:
+    bit-exact against the in-order fp32 sum rounded once. bf16: one of the two bf16 neighbours
+    of that sum (the interpreter rounds fp32 to bf16 toward zero; the GPU to nearest even, which
+    tests/gpu checks bit-exactly)."""
+    from hf_stable_attn.kernels import flash_bwd
+
+    partials = torch.randn(splits, 3, 67, 2, 16, generator=torch.Generator().manual_seed(splits))
+    out = flash_bwd.sum_partials(partials, dtype)
+    expected = partials[0].clone()
+    for partial in partials[1:]:
+        expected += partial
+    assert out.dtype == dtype and out.is_contiguous() and out.shape == expected.shape
+    if dtype == torch.float16:
+        assert torch.equal(out, expected.to(dtype))
+    else:
+        nearest = expected.to(dtype)
+        other = torch.where(nearest.float().abs() > expected.abs(),
+                            torch.nextafter(nearest, torch.zeros_like(nearest)),
+                            torch.nextafter(nearest, nearest.sign() * float("inf")))
+        assert ((out == nearest) | (out == other)).all()
+    # Rounding each partial first (what torch.sum(..., out=out) does) gives other values.
+    assert not torch.equal(out, partials.to(dtype).float().sum(0).to(dtype))

@@ -283,3 +283,15 @@ def test_tie_decisions_match_the_shift_rule(sk):
     assert clear.float().mean() > 0.9
     got = shift[0, 0]
     assert torch.allclose(got[clear], expected[clear], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_group_split_partials_are_the_in_order_fp32_sum_rounded_to_nearest(dtype):
+    from hf_stable_attn.kernels import flash_bwd
+
+    partials = torch.randn(4, 3, 1000, 2, 64, device="cuda")
+    out = flash_bwd.sum_partials(partials, dtype)
+    expected = partials[0].clone()
+    for partial in partials[1:]:
+        expected += partial
+    assert torch.equal(out, expected.to(dtype))
