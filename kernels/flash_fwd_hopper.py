@@ -174,28 +174,31 @@ def _fwd_hopper_kernel(
     l_i = gl.zeros_like(m1)
     consts = (seqlen_k, diag, qk_scale, beta, tie_window, min_gap, max_gap)
 
-    # Tile 0: its scores, nothing to overlap with yet.
+    # Tile 0: its scores, then tile 1's issued before its softmax (the last tile's index is
+    # clamped: one redundant Q K^T per program keeps the issue unconditional).
     mbarrier.wait(q_bar, 0)
     mbarrier.wait(k_bars.index(0), 0)
     s_tok = warpgroup_mma(q_smem, k_smem.index(0).permute((1, 0)), zero_s, use_acc=False,
                           is_async=True)
     s = warpgroup_mma_wait(0, deps=(s_tok,))
     _load_kv(k_desc, k_bars, k_smem, STAGES, n_tiles, BLOCK_N, STAGES)
+    s_tok = _issue_scores(gl.minimum(1, n_tiles - 1), q_smem, k_smem, k_bars, zero_s, STAGES)
     p, alpha, m1, tied, shift, l_i = _softmax(s, m1, tied, shift, l_i, 0, start_m, *consts,
                                               s_layout, True, CAUSAL, STABILIZE, BLOCK_M, BLOCK_N)
     p_op = gl.convert_layout(p.to(dtype), p_layout)
     acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
 
     for j in range(1, n_full):
-        acc, p_op, m1, tied, shift, l_i = _overlapped_step(
-            j, acc, p_op, m1, tied, shift, l_i, q_smem, k_smem, v_smem, k_bars, v_bars, k_desc,
-            v_desc, zero_s, n_tiles, start_m, *consts, s_layout, row_o, p_layout, False, CAUSAL,
-            STABILIZE, BLOCK_M, BLOCK_N, STAGES)
+        acc, p_op, s_tok, m1, tied, shift, l_i = _overlapped_step(
+            j, acc, p_op, s_tok, m1, tied, shift, l_i, q_smem, k_smem, v_smem, k_bars, v_bars,
+            k_desc, v_desc, zero_s, n_tiles, start_m, *consts, s_layout, row_o, p_layout, False,
+            CAUSAL, STABILIZE, BLOCK_M, BLOCK_N, STAGES)
     for j in range(n_full, n_tiles):
-        acc, p_op, m1, tied, shift, l_i = _overlapped_step(
-            j, acc, p_op, m1, tied, shift, l_i, q_smem, k_smem, v_smem, k_bars, v_bars, k_desc,
-            v_desc, zero_s, n_tiles, start_m, *consts, s_layout, row_o, p_layout, True, CAUSAL,
-            STABILIZE, BLOCK_M, BLOCK_N, STAGES)
+        acc, p_op, s_tok, m1, tied, shift, l_i = _overlapped_step(
+            j, acc, p_op, s_tok, m1, tied, shift, l_i, q_smem, k_smem, v_smem, k_bars, v_bars,
+            k_desc, v_desc, zero_s, n_tiles, start_m, *consts, s_layout, row_o, p_layout, True,
+            CAUSAL, STABILIZE, BLOCK_M, BLOCK_N, STAGES)
+    warpgroup_mma_wait(0, deps=(s_tok,))  # the redundant last one
 
     last = n_tiles - 1
     mbarrier.wait(v_bars.index(last % STAGES), (last // STAGES) & 1)
@@ -223,32 +226,38 @@ def _fwd_hopper_kernel(
 
 
 @gluon.jit
-def _overlapped_step(j, acc, p_op, m1, tied, shift, l_i, q_smem, k_smem, v_smem, k_bars, v_bars,
-                     k_desc, v_desc, zero_s, n_tiles, start_m, seqlen_k, diag, qk_scale, beta,
-                     tie_window, min_gap, max_gap, s_layout: gl.constexpr, row_o: gl.constexpr,
-                     p_layout: gl.constexpr, MASKED: gl.constexpr, CAUSAL: gl.constexpr,
-                     STABILIZE: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                     STAGES: gl.constexpr):
-    """Key tile ``j`` >= 1: issue its ``Q K^T`` and tile j-1's ``P V`` (``p_op``), run tile j's
-    softmax while ``P V`` runs, then rescale the accumulator; refills the two ring slots as
-    their readers finish. Returns the new ``(acc, p_op, m1, tied, shift, l_i)``."""
-    slot = j % STAGES
+def _issue_scores(j, q_smem, k_smem, k_bars, zero_s, STAGES: gl.constexpr):
+    """Issue key tile ``j``'s ``Q K^T`` (asynchronous) once its K has arrived."""
+    mbarrier.wait(k_bars.index(j % STAGES), (j // STAGES) & 1)
+    return warpgroup_mma(q_smem, k_smem.index(j % STAGES).permute((1, 0)), zero_s, use_acc=False,
+                         is_async=True)
+
+
+@gluon.jit
+def _overlapped_step(j, acc, p_op, s_tok, m1, tied, shift, l_i, q_smem, k_smem, v_smem, k_bars,
+                     v_bars, k_desc, v_desc, zero_s, n_tiles, start_m, seqlen_k, diag, qk_scale,
+                     beta, tie_window, min_gap, max_gap, s_layout: gl.constexpr,
+                     row_o: gl.constexpr, p_layout: gl.constexpr, MASKED: gl.constexpr,
+                     CAUSAL: gl.constexpr, STABILIZE: gl.constexpr, BLOCK_M: gl.constexpr,
+                     BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
+    """Key tile ``j`` >= 1, whose ``Q K^T`` (``s_tok``) was issued a step earlier: wait for it,
+    issue tile j-1's ``P V`` (``p_op``) and tile j+1's ``Q K^T``, run tile j's softmax while
+    both run, then rescale the accumulator; refills the ring slots as their readers finish.
+    Returns the new ``(acc, p_op, s_tok, m1, tied, shift, l_i)``."""
     prev = (j - 1) % STAGES
-    mbarrier.wait(k_bars.index(slot), (j // STAGES) & 1)
-    s_tok = warpgroup_mma(q_smem, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False,
-                          is_async=True)
+    s = warpgroup_mma_wait(0, deps=(s_tok,))
+    _load_kv(k_desc, k_bars, k_smem, j + STAGES, n_tiles, BLOCK_N, STAGES)
     mbarrier.wait(v_bars.index(prev), ((j - 1) // STAGES) & 1)
     acc_tok = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
-    s = warpgroup_mma_wait(1, deps=(s_tok,))
-    _load_kv(k_desc, k_bars, k_smem, j + STAGES, n_tiles, BLOCK_N, STAGES)
+    s_tok = _issue_scores(gl.minimum(j + 1, n_tiles - 1), q_smem, k_smem, k_bars, zero_s, STAGES)
     p, alpha, m1, tied, shift, l_i = _softmax(
         s, m1, tied, shift, l_i, j * BLOCK_N, start_m, seqlen_k, diag, qk_scale, beta,
         tie_window, min_gap, max_gap, s_layout, MASKED, CAUSAL, STABILIZE, BLOCK_M, BLOCK_N)
-    acc = warpgroup_mma_wait(0, deps=(acc_tok,))
+    acc = warpgroup_mma_wait(1, deps=(acc_tok,))
     _load_kv(v_desc, v_bars, v_smem, j - 1 + STAGES, n_tiles, BLOCK_N, STAGES)
     acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
     p_op = gl.convert_layout(p.to(p_op.dtype), p_layout)
-    return acc, p_op, m1, tied, shift, l_i
+    return acc, p_op, s_tok, m1, tied, shift, l_i
 
 
 # (BLOCK_M, BLOCK_N, STAGES) per head dim; BLOCK_M / 16 warps (one warpgroup per 64 rows).
