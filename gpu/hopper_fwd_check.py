@@ -1,0 +1,157 @@
+"""The Gluon Hopper forward (``kernels/flash_fwd_hopper.py``, v19d: warp specialized, not causal
+only) against float64 and the Triton forward, then timed against it per config (H100/H200).
+
+Run: ``PYTHONPATH=$PWD python gpu/hopper_fwd_check.py --out results.json [--budget-s 400]``.
+Correctness: the flash rule (2x the plain-PyTorch error against float64) on odd lengths, GQA,
+``Sq != Sk`` both ways (causal rows that see no key), both dtypes, and the Triton forward's lse
+on tied rows. Timing: ``do_bench`` medians, the Triton forward (its tuned config) and each
+Gluon config alternating for ``--rounds`` rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import torch
+from triton.testing import do_bench
+
+from hf_stable_attn.kernels import flash_attn_fwd
+from hf_stable_attn.kernels._common import tma_ready
+from hf_stable_attn.kernels.flash_fwd_hopper import HOPPER_CONFIGS, flash_attn_fwd_hopper
+from hf_stable_attn.shift_rule import shift_params
+from hf_stable_attn.testing import attention_oracle, fix_kwargs, launch_kwargs, max_error
+
+
+def gluon_call(q, k, v, causal, params, config=None):
+    return flash_attn_fwd_hopper(q, k, v, softmax_scale=q.shape[-1] ** -0.5, causal=causal,
+                                 **fix_kwargs(params), config=config)
+
+
+def triton_call(q, k, v, causal, params):
+    return flash_attn_fwd(q, k, v, **launch_kwargs(q.shape[1], k.shape[1], q.shape[-1],
+                                                   causal=causal), **fix_kwargs(params))
+
+
+def inputs(batch, sq, sk, hq, hk, d, dtype, seed):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    q = torch.randn(batch, sq, hq, d, device="cuda", dtype=dtype, generator=g)
+    k = torch.randn(batch, sk, hk, d, device="cuda", dtype=dtype, generator=g)
+    v = torch.randn(batch, sk, hk, d, device="cuda", dtype=dtype, generator=g)
+    return q, k, v
+
+
+def check(case, config, stabilize=True):
+    batch, sq, sk, hq, hk, d, dtype, causal = case
+    q, k, v = inputs(batch, sq, sk, hq, hk, d, dtype, seed=sq * 7 + d)
+    assert tma_ready(max(sq, sk), q, k, v)
+    params = shift_params(dtype, stabilize=stabilize)
+    out, lse = gluon_call(q, k, v, causal, params, config)
+    ref_out, ref_lse = triton_call(q, k, v, causal, params)
+    kw = launch_kwargs(sq, sk, d, causal=causal)
+    exact = attention_oracle(q, k, v, **kw)
+    plain = attention_oracle(q, k, v, **kw, compute_dtype=dtype)
+    err, base = max_error(out, exact), max_error(plain, exact)
+    finite = torch.isfinite(ref_lse)
+    return dict(case=str(case), config=config, stabilize=stabilize, err=err, plain_err=base,
+                ok=bool(err <= 2 * base + 1e-5 and not torch.isnan(out).any()
+                        and torch.equal(finite, torch.isfinite(lse))),
+                lse_vs_triton=max_error(lse[finite], ref_lse[finite]),
+                out_vs_triton=max_error(out, ref_out))
+
+
+def tied_check(config, d):
+    """Rows whose top two scores lie in different key tiles, some inside the tie window (the
+    GPU suite's construction): the Gluon forward's lse and output against the Triton one's."""
+    torch.manual_seed(d)
+    sq, sk = 512, 4096
+    u = torch.randn(d)
+    q = (0.3 * torch.randn(1, sq, 1, d) + u).to(torch.bfloat16).cuda()
+    k = 0.3 * torch.randn(1, sk, 1, d)
+    k[0, 100, 0] = 3 * u
+    k[0, sk - 300, 0] = 3 * u + 0.003 * torch.randn(d)
+    k = k.to(torch.bfloat16).cuda()
+    v = torch.randn(1, sk, 1, d).to(torch.bfloat16).cuda()
+    params = shift_params(q.dtype)
+    out, lse = gluon_call(q, k, v, False, params, config)
+    ref_out, ref_lse = triton_call(q, k, v, False, params)
+    return dict(case=f"tied d{d}", config=config, lse_vs_triton=max_error(lse, ref_lse),
+                out_vs_triton=max_error(out, ref_out), out_equal=bool(torch.equal(out, ref_out)))
+
+
+def timing(shape, configs, rounds):
+    batch, s, hq, hk, d, causal, stabilize = shape
+    q, k, v = inputs(batch, s, s, hq, hk, d, torch.bfloat16, seed=1)
+    params = shift_params(torch.bfloat16, stabilize=stabilize)
+    fns = {"triton": lambda: triton_call(q, k, v, causal, params)}
+    for c in configs:
+        fns[str(c)] = (lambda c=c: gluon_call(q, k, v, causal, params, c))
+    for fn in fns.values():
+        fn()
+    ms = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            ms[name].append(do_bench(fn, warmup=25, rep=100, return_mode="median"))
+    flops = 4 * batch * hq * s * s * d / (2 if causal else 1)
+    med = {name: sorted(v)[len(v) // 2] for name, v in ms.items()}
+    return dict(shape=dict(batch=batch, seqlen=s, heads_q=hq, heads_kv=hk, head_dim=d,
+                           causal=causal, stabilize=stabilize),
+                ms=med, ms_rounds=ms, tflops={n: flops / m / 1e9 for n, m in med.items()})
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--budget-s", type=float, default=400)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--head-dims", type=int, nargs="+", default=[128, 64])
+    args = ap.parse_args()
+    t0 = time.time()
+    result = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, checks=[],
+                  timings=[])
+
+    def save():
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=1)
+
+    cases = [(1, 2048, 2048, 4, 4, 64, torch.bfloat16, False),
+             (1, 2048, 2048, 4, 4, 128, torch.bfloat16, False),
+             (2, 2100, 2100, 8, 1, 128, torch.float16, False),
+             (1, 2048, 3000, 2, 2, 64, torch.bfloat16, False),
+             (1, 3000, 2048, 2, 2, 128, torch.bfloat16, False),
+             (1, 2500, 2171, 4, 2, 64, torch.float16, False)]
+    for d in args.head_dims:
+        for config in HOPPER_CONFIGS[d]:
+            for case in cases:
+                if case[5] != d:
+                    continue
+                for stabilize in (True, False):
+                    r = check(case, config, stabilize)
+                    result["checks"].append(r)
+                    print(json.dumps(r), flush=True)
+            r = tied_check(config, d)
+            result["checks"].append(r)
+            print(json.dumps(r), flush=True)
+    save()
+    shapes = []
+    for d in args.head_dims:
+        h = 16 if d == 128 else 32
+        for stabilize in (True, False):
+            shapes.append((4, 4096, h, h, d, False, stabilize))
+        shapes.append((4, 4096, h, h // 8, d, False, True))
+    for shape in shapes:
+        if time.time() - t0 > args.budget_s:
+            result["cut"] = f"budget reached before {shape}"
+            break
+        r = timing(shape, HOPPER_CONFIGS[shape[4]], args.rounds)
+        result["timings"].append(r)
+        print(json.dumps({k: r[k] for k in ("shape", "tflops")}), flush=True)
+        save()
+    save()
+    sys.exit(0 if all(c.get("ok", True) for c in result["checks"]) else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,315 @@
+"""Experiment v19d (docs/kernel_notes.md): the stabilized forward for Hopper in Gluon with
+FlashAttention-3's warp specialization: a 1-warp partition issues the TMA loads, two 4-warp
+consumer partitions each own 64 query rows of a 128-row tile and run v19a's step (tile j's
+softmax while tile j-1's P V runs) independently, so the warp scheduler can interleave one's
+softmax with the other's matrix products. Not causal only.
+
+Per query tile (``BLOCK_M`` rows, one warpgroup per 64 rows), iteration ``j`` issues tile j's
+``Q K^T`` and tile j-1's ``P V`` as asynchronous wgmma, waits for the scores only, and runs tile
+j's softmax (with the fix's tie count and shift, the same arithmetic as ``flash_fwd``) while
+``P V`` is still in flight. K and V arrive by TMA in a ring of ``STAGES`` buffers, each with its
+own mbarrier, refilled as soon as the wgmma that read it has finished.
+
+Covers the common training and prefill call: the dense ``(B, S, H, D)`` layout, bf16 or fp16,
+head dim 64 or 128, causal (bottom-right aligned) or not, GQA; no windows, softcap, dropout,
+padding mask or returned shift. ``flash_fwd.flash_attn_fwd`` routes other calls, and every call
+where this module cannot be used (no Gluon, not sm_90, TMA not allowed), to the Triton kernel.
+Gluon does not run under the interpreter: the GPU suite tests this path.
+"""
+
+from __future__ import annotations
+
+import torch
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    mbarrier, tma, warpgroup_mma, warpgroup_mma_wait,
+)
+
+from ._common import LN2, LOG2E
+
+ONE_BITS = gl.constexpr(0x3F800000)  # 1.0f as int32
+LN2_C = gl.constexpr(LN2)
+HEAD_GROUP = gl.constexpr(8)  # as _common.scheduled_tile
+
+
+@gluon.jit
+def _at_least(x, y):
+    """1.0 where ``x >= y`` else 0.0, one ``set.ge.f32.f32`` per element (``_common.at_least``)."""
+    return gl.inline_asm_elementwise("set.ge.f32.f32 $0, $1, $2;", "=r,r,r", [x, y],
+                                     dtype=gl.float32, is_pure=True, pack=1)
+
+
+@gluon.jit
+def _tie_gap(m1, tied, beta, min_gap, max_gap):
+    """``_common.tie_gap``: the shift's gap above ``m1`` for tied rows (log2 units)."""
+    raw = gl.maximum((beta - 1.0) * m1, -m1)
+    e = gl.exp2(raw * (2.8853900817779268 / max_gap))
+    r = gl.inline_asm_elementwise("rcp.approx.ftz.f32 $0, $1;", "=r,r", [e + 1.0],
+                                  dtype=gl.float32, is_pure=True, pack=1)
+    gap = gl.maximum(max_gap - (2.0 * max_gap) * r, min_gap)
+    return gl.where(tied & (m1 > float("-inf")), gap, 0.0)
+
+
+@gluon.jit
+def _softmax(s, m1, tied, shift, l_i, start_n, start_m, seqlen_k, diag, qk_scale, beta,
+             tie_window, min_gap, max_gap, s_layout: gl.constexpr, MASKED: gl.constexpr,
+             CAUSAL: gl.constexpr, STABILIZE: gl.constexpr, BLOCK_M: gl.constexpr,
+             BLOCK_N: gl.constexpr):
+    """One key tile's online softmax on raw scores ``s`` (BLOCK_M, BLOCK_N) fp32: returns
+    ``(p, alpha, m1, tied, shift, l_i)``, ``alpha`` the factor that moves the accumulator from
+    the old shift to the new one. The running state and its update are ``flash_fwd._fwd_tiles``'."""
+    if MASKED:
+        cols = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+        ok = gl.expand_dims(cols < seqlen_k, 0)
+        if CAUSAL:
+            rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
+            ok = ok & (gl.expand_dims(cols, 0) <= gl.expand_dims(rows + diag, 1))
+        s = gl.where(ok, s, float("-inf"))
+    m1_new = gl.maximum(m1, gl.max(s, 1) * qk_scale)
+    shift_new = gl.where(m1_new > float("-inf"), m1_new, 0.0)
+    if STABILIZE:
+        floor = m1_new - tie_window
+        lows = gl.expand_dims(floor * (1.0 / qk_scale), 1)
+        s_b, lows = gl.broadcast(s, lows)
+        near = gl.sum(_at_least(s_b, lows).to(gl.int32, bitcast=True), 1)
+        near += _at_least(m1, floor).to(gl.int32, bitcast=True)
+        near += gl.where(tied & (m1 == m1_new), ONE_BITS, 0)
+        tied = (near != 0) & (near != ONE_BITS)
+        shift_new += _tie_gap(m1_new, tied, beta, min_gap, max_gap)
+    alpha = gl.where(m1 > float("-inf"), gl.exp2(shift - shift_new), 1.0)
+    p = gl.exp2(s * qk_scale - gl.expand_dims(shift_new, 1))
+    l_i = l_i * alpha + gl.sum(p, 1)
+    return p, alpha, m1_new, tied, shift_new, l_i
+
+
+
+@gluon.jit
+def _loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, v_full,
+            v_empty, O, LSE, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, b64, h,
+            start_m, seqlen_q, seqlen_k, n_tiles, n_full, qk_scale, beta, tie_window, min_gap,
+            max_gap):
+    """The load partition: both halves of the query tile, then K and V tile by tile into the
+    ring, each slot once both consumers have released it."""
+    STAGES: gl.constexpr = k_smem.shape[0]
+    BLOCK_N: gl.constexpr = k_smem.shape[1]
+    for wg in gl.static_range(2):
+        mbarrier.expect(q_bars.index(wg), q_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(q_desc, [start_m + wg * 64, 0], q_bars.index(wg),
+                                        q_smem.index(wg))
+    for j in range(n_tiles):
+        slot = j % STAGES
+        phase = (j // STAGES) & 1
+        mbarrier.wait(k_empty.index(slot), phase ^ 1)
+        mbarrier.expect(k_full.index(slot), k_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(k_desc, [j * BLOCK_N, 0], k_full.index(slot),
+                                        k_smem.index(slot))
+        mbarrier.wait(v_empty.index(slot), phase ^ 1)
+        mbarrier.expect(v_full.index(slot), v_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(v_desc, [j * BLOCK_N, 0], v_full.index(slot),
+                                        v_smem.index(slot))
+
+
+@gluon.jit
+def _consume(WG: gl.constexpr, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, v_full, v_empty,
+             O, LSE, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, b64, h, start_m,
+             seqlen_q, seqlen_k, n_tiles, n_full, qk_scale, beta, tie_window, min_gap, max_gap):
+    """One consumer partition (4 warps): query rows ``start_m + 64 WG`` onwards. (The
+    compile-time sizes come from the buffers' shapes: warp_specialize passes its arguments as
+    run-time values; ``q_bars`` has a third barrier when the fix is on.)"""
+    BLOCK_M: gl.constexpr = 64
+    STAGES: gl.constexpr = k_smem.shape[0]
+    BLOCK_N: gl.constexpr = k_smem.shape[1]
+    HEAD_DIM: gl.constexpr = k_smem.shape[2]
+    STABILIZE: gl.constexpr = q_bars.shape[0] == 3
+    dtype: gl.constexpr = q_smem.dtype
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    rows0 = start_m + WG * BLOCK_M
+    q = q_smem.index(WG)
+    zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
+    m1 = gl.full([BLOCK_M], float("-inf"), gl.float32, layout=gl.SliceLayout(1, s_layout))
+    tied = m1 > 0.0
+    shift = gl.zeros_like(m1)
+    l_i = gl.zeros_like(m1)
+    consts = (seqlen_k, 0, qk_scale, beta, tie_window, min_gap, max_gap)
+
+    mbarrier.wait(q_bars.index(WG), 0)
+    mbarrier.wait(k_full.index(0), 0)
+    s_tok = warpgroup_mma(q, k_smem.index(0).permute((1, 0)), zero_s, use_acc=False,
+                          is_async=True)
+    s = warpgroup_mma_wait(0, deps=(s_tok,))
+    mbarrier.arrive(k_empty.index(0), count=1)
+    p, alpha, m1, tied, shift, l_i = _softmax(s, m1, tied, shift, l_i, 0, rows0, *consts,
+                                              s_layout, True, False, STABILIZE, BLOCK_M, BLOCK_N)
+    p_op = gl.convert_layout(p.to(dtype), p_layout)
+    acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
+    for j in range(1, n_full):
+        acc, p_op, m1, tied, shift, l_i = _step(
+            j, acc, p_op, m1, tied, shift, l_i, q, k_smem, v_smem, k_full, k_empty, v_full,
+            v_empty, zero_s, rows0, *consts, s_layout, row_o, p_layout, False, STABILIZE,
+            BLOCK_M, BLOCK_N, STAGES)
+    for j in range(n_full, n_tiles):
+        acc, p_op, m1, tied, shift, l_i = _step(
+            j, acc, p_op, m1, tied, shift, l_i, q, k_smem, v_smem, k_full, k_empty, v_full,
+            v_empty, zero_s, rows0, *consts, s_layout, row_o, p_layout, True, STABILIZE,
+            BLOCK_M, BLOCK_N, STAGES)
+    last = n_tiles - 1
+    mbarrier.wait(v_full.index(last % STAGES), (last // STAGES) & 1)
+    acc_tok = warpgroup_mma(p_op, v_smem.index(last % STAGES), acc, is_async=True)
+    acc = warpgroup_mma_wait(0, deps=(acc_tok,))
+    mbarrier.arrive(v_empty.index(last % STAGES), count=1)
+
+    l_o = gl.convert_layout(l_i, row_o)
+    has_keys = l_o > 0.0
+    l_safe = gl.where(has_keys, l_o, 1.0)
+    out = gl.where(gl.expand_dims(has_keys, 1), acc / gl.expand_dims(l_safe, 1), 0.0)
+    rows = rows0 + gl.arange(0, BLOCK_M, layout=row_o)
+    cols = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
+    row_ok = rows < seqlen_q
+    o_ptrs = (O + b64 * stride_ob + h * stride_oh
+              + gl.expand_dims(rows.to(gl.int64) * stride_os, 1) + gl.expand_dims(cols, 0))
+    o_mask = gl.expand_dims(row_ok, 1) & gl.expand_dims(cols < HEAD_DIM, 0)
+    gl.store(o_ptrs, out.to(dtype), mask=o_mask)
+    shift_o = gl.convert_layout(shift, row_o)
+    lse = gl.where(has_keys, shift_o * LN2_C + gl.log(l_safe), float("inf"))
+    gl.store(LSE + b64 * stride_lb + h * stride_lh + rows, lse, mask=row_ok)
+
+
+@gluon.jit
+def _step(j, acc, p_op, m1, tied, shift, l_i, q, k_smem, v_smem, k_full, k_empty, v_full,
+          v_empty, zero_s, rows0, seqlen_k, diag, qk_scale, beta, tie_window, min_gap, max_gap,
+          s_layout: gl.constexpr, row_o: gl.constexpr, p_layout: gl.constexpr,
+          MASKED: gl.constexpr, STABILIZE: gl.constexpr, BLOCK_M: gl.constexpr,
+          BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
+    """v19a's step with the ring's slots released to the loader as their readers finish."""
+    slot = j % STAGES
+    prev = (j - 1) % STAGES
+    mbarrier.wait(k_full.index(slot), (j // STAGES) & 1)
+    s_tok = warpgroup_mma(q, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False,
+                          is_async=True)
+    mbarrier.wait(v_full.index(prev), ((j - 1) // STAGES) & 1)
+    acc_tok = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
+    s = warpgroup_mma_wait(1, deps=(s_tok,))
+    mbarrier.arrive(k_empty.index(slot), count=1)
+    p, alpha, m1, tied, shift, l_i = _softmax(
+        s, m1, tied, shift, l_i, j * BLOCK_N, rows0, seqlen_k, diag, qk_scale, beta,
+        tie_window, min_gap, max_gap, s_layout, MASKED, False, STABILIZE, BLOCK_M, BLOCK_N)
+    acc = warpgroup_mma_wait(0, deps=(acc_tok,))
+    mbarrier.arrive(v_empty.index(prev), count=1)
+    acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
+    p_op = gl.convert_layout(p.to(p_op.dtype), p_layout)
+    return acc, p_op, m1, tied, shift, l_i
+
+
+@gluon.jit
+def _consumer0(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, v_full,
+               v_empty, O, LSE, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, b64, h,
+               start_m, seqlen_q, seqlen_k, n_tiles, n_full, qk_scale, beta, tie_window,
+               min_gap, max_gap):
+    _consume(0, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, v_full, v_empty, O, LSE,
+             stride_ob, stride_os, stride_oh, stride_lb, stride_lh, b64, h, start_m, seqlen_q,
+             seqlen_k, n_tiles, n_full, qk_scale, beta, tie_window, min_gap, max_gap)
+
+
+@gluon.jit
+def _consumer1(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, v_full,
+               v_empty, O, LSE, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, b64, h,
+               start_m, seqlen_q, seqlen_k, n_tiles, n_full, qk_scale, beta, tie_window,
+               min_gap, max_gap):
+    _consume(1, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, v_full, v_empty, O, LSE,
+             stride_ob, stride_os, stride_oh, stride_lb, stride_lh, b64, h, start_m, seqlen_q,
+             seqlen_k, n_tiles, n_full, qk_scale, beta, tie_window, min_gap, max_gap)
+
+
+@gluon.jit
+def _fwd_ws_kernel(
+    Q, K, V, O, LSE,
+    stride_qb, stride_qs, stride_qh,
+    stride_kb, stride_ks, stride_kh,
+    stride_vb, stride_vs, stride_vh,
+    stride_ob, stride_os, stride_oh,
+    stride_lb, stride_lh,
+    seqlen_q, seqlen_k, num_heads_q, group,
+    qk_scale, beta, tie_window, min_gap, max_gap,
+    STABILIZE: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
+    STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr,
+):
+    dtype: gl.constexpr = Q.dtype.element_ty
+    q_shared: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, HEAD_DIM], dtype)
+    kv_shared: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
+    start_m = gl.program_id(0) * 128
+    column = gl.program_id(1)
+    b64 = (column // num_heads_q).to(gl.int64)
+    h = column % num_heads_q
+    hk = h // group
+    q_desc = tma.make_tensor_descriptor(Q + b64 * stride_qb + h * stride_qh, [seqlen_q, HEAD_DIM],
+                                        [stride_qs, 1], [64, HEAD_DIM], q_shared)
+    k_desc = tma.make_tensor_descriptor(K + b64 * stride_kb + hk * stride_kh, [seqlen_k, HEAD_DIM],
+                                        [stride_ks, 1], [BLOCK_N, HEAD_DIM], kv_shared)
+    v_desc = tma.make_tensor_descriptor(V + b64 * stride_vb + hk * stride_vh, [seqlen_k, HEAD_DIM],
+                                        [stride_vs, 1], [BLOCK_N, HEAD_DIM], kv_shared)
+    n_tiles = gl.maximum(gl.cdiv(seqlen_k, BLOCK_N), 1)
+    n_full = gl.maximum(seqlen_k // BLOCK_N, 1)
+
+    q_smem = gl.allocate_shared_memory(dtype, [2, 64, HEAD_DIM], q_shared)
+    k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_shared)
+    v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_shared)
+    N_QBARS: gl.constexpr = 3 if STABILIZE else 2
+    q_bars = gl.allocate_shared_memory(gl.int64, [N_QBARS, 1], mbarrier.MBarrierLayout())
+    k_full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(N_QBARS):
+        mbarrier.init(q_bars.index(i), count=1)
+    for i in gl.static_range(STAGES):
+        mbarrier.init(k_full.index(i), count=1)
+        mbarrier.init(v_full.index(i), count=1)
+        mbarrier.init(k_empty.index(i), count=2)
+        mbarrier.init(v_empty.index(i), count=2)
+
+    args = (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, v_full,
+            v_empty, O, LSE, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, b64, h,
+            start_m, seqlen_q, seqlen_k, n_tiles, n_full, qk_scale, beta, tie_window, min_gap,
+            max_gap)
+    gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_loader, args)], [4, 1],
+                       [CONSUMER_REGS, 24])
+
+
+# (BLOCK_N, STAGES, CONSUMER_REGS) per head dim; query tiles of 128 rows (two consumers).
+HOPPER_CONFIGS = {
+    64: [(128, 2, 232), (64, 3, 232), (128, 3, 232)],
+    128: [(128, 2, 240), (64, 2, 232), (64, 3, 232)],
+}
+
+
+def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, tie_window,
+                          min_gap, max_gap, config=None):
+    """As v19a's, not causal only."""
+    if causal:
+        raise NotImplementedError("v19d covers the not causal forward only")
+    batch, sq, hq, head_dim = q.shape
+    sk, hk = k.shape[1], k.shape[2]
+    bn, stages, regs = config or HOPPER_CONFIGS[head_dim][0]
+    out = torch.empty_like(q)
+    lse = torch.empty((batch, hq, sq), device=q.device, dtype=torch.float32)
+    grid = (-(-sq // 128), batch * hq)
+    _fwd_ws_kernel[grid](
+        q, k, v, out, lse,
+        q.stride(0), q.stride(1), q.stride(2),
+        k.stride(0), k.stride(1), k.stride(2),
+        v.stride(0), v.stride(1), v.stride(2),
+        out.stride(0), out.stride(1), out.stride(2),
+        lse.stride(0), lse.stride(1),
+        sq, sk, hq, hq // hk,
+        float(softmax_scale * LOG2E), float(beta), float(tie_window * LOG2E),
+        float(min_gap * LOG2E), float(max_gap * LOG2E),
+        STABILIZE=bool(stabilize), HEAD_DIM=head_dim, BLOCK_N=bn, STAGES=stages,
+        CONSUMER_REGS=regs, num_warps=4,
+    )
+    return out, lse
