@@ -17,9 +17,14 @@ import triton.language as tl
 from ._common import (
     INTERPRET, LN2, LOG2E, TiledLaunch, at_least, block_d, ceil_div, check_grid, dot,
     keep_mask, head_sources, key_mask_args, key_tiles, last_dim_contiguous, load_rows, lse_layout,
-    scheduled_tile, scores_unscaled, seeded_jit, seq_bucket, seq_layout, sequence_bounds, tie_gap,
-    tma_ready, visible,
+    on_device_of, scheduled_tile, scores_unscaled, seeded_jit, seq_bucket, seq_layout,
+    sequence_bounds, tie_gap, tma_ready, visible,
 )
+
+try:
+    from . import flash_fwd_hopper
+except ImportError:  # a Triton without Gluon's Hopper API: every call takes the Triton kernel
+    flash_fwd_hopper = None
 
 LN2_C = tl.constexpr(LN2)
 ONE_BITS = tl.constexpr(0x3F800000)  # 1.0f as int32
@@ -224,18 +229,32 @@ def flash_attn_fwd(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
         raise ValueError(f"query heads {hq} must be a multiple of key/value heads {hk}")
     if causal:
         window_right = 0
+    has_softcap = softcap is not None and softcap > 0
     if varlen:
         batch = cu_seqlens_q.numel() - 1
         sq, sk = int(max_seqlen_q), int(max_seqlen_k)
-        lse = torch.empty((hq, q.shape[0]), device=q.device, dtype=torch.float32)
     else:
         batch, sq, sk = q.shape[0], q.shape[1], k.shape[1]
         max_seqlen_q, max_seqlen_k = sq, sk
-        lse = torch.empty((batch, hq, sq), device=q.device, dtype=torch.float32)
     check_grid(batch, hq)
+    tma_ok = tma_ready(max(sq, sk), k, v)
+    if flash_fwd_hopper is not None and flash_fwd_hopper.covers(
+            q, varlen=varlen, causal=causal, window_left=window_left,
+            window_right=window_right, has_softcap=has_softcap, dropout_p=dropout_p,
+            key_padding_mask=key_padding_mask, shift_single=shift_single,
+            return_shift=return_shift, tma_ok=tma_ok and tma_ready(max(sq, sk), q)):
+        with on_device_of(q):
+            out, lse = flash_fwd_hopper.flash_attn_fwd_hopper(
+                q, k, v, softmax_scale=softmax_scale, causal=causal, stabilize=stabilize,
+                beta=beta, tie_window=tie_window, min_gap=min_gap, max_gap=max_gap)
+        _fwd_launch.last = flash_fwd_hopper.tile_record(head_dim)
+        return out, lse
+    if varlen:
+        lse = torch.empty((hq, q.shape[0]), device=q.device, dtype=torch.float32)
+    else:
+        lse = torch.empty((batch, hq, sq), device=q.device, dtype=torch.float32)
     out = torch.empty_like(q)
     shift_out = torch.empty_like(lse) if return_shift else lse
-    has_softcap = softcap is not None and softcap > 0
     qk_scale = softmax_scale if has_softcap else softmax_scale * LOG2E
     bd = block_d(head_dim)
     cu_q = cu_seqlens_q if varlen else lse  # unused pointer in the dense layout
@@ -258,7 +277,6 @@ def flash_attn_fwd(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
         SHIFT_SINGLE=bool(shift_single), RETURN_SHIFT=bool(return_shift),
         DOT_FP32=INTERPRET, EVEN_D=bd == head_dim, BLOCK_D=bd,
     )
-    tma_ok = tma_ready(max(sq, sk), k, v)
 
     def grid(meta):
         return (ceil_div(int(max_seqlen_q), meta["BLOCK_M"]), batch * hq)

@@ -1,23 +1,27 @@
-"""Experiment v19d (docs/kernel_notes.md): the stabilized forward for Hopper in Gluon with
-FlashAttention-3's warp specialization: a 1-warp partition issues the TMA loads, two 4-warp
-consumer partitions each own 64 query rows of a 128-row tile and run v19a's step (tile j's
-softmax while tile j-1's P V runs) independently, so the warp scheduler can interleave one's
-softmax with the other's matrix products. Not causal only.
+"""The stabilized forward on Hopper (sm_90), written in Gluon with FlashAttention-3's warp
+specialization, for the calls it covers; ``flash_fwd.flash_attn_fwd`` sends every other call to
+the Triton kernel (docs/kernel_notes.md, v19d).
 
-Per query tile (``BLOCK_M`` rows, one warpgroup per 64 rows), iteration ``j`` issues tile j's
-``Q K^T`` and tile j-1's ``P V`` as asynchronous wgmma, waits for the scores only, and runs tile
-j's softmax (with the fix's tie count and shift, the same arithmetic as ``flash_fwd``) while
-``P V`` is still in flight. K and V arrive by TMA in a ring of ``STAGES`` buffers, each with its
-own mbarrier, refilled as soon as the wgmma that read it has finished.
+Per 128-row query tile, three partitions: a 1-warp loader issues the TMA copies (Q's two
+halves, then K and V tile by tile into a ring of ``STAGES`` slots), and two 4-warp consumers
+each own 64 rows. A consumer's step issues tile j's ``Q K^T`` and tile j-1's ``P V`` as
+asynchronous wgmma, waits for the scores, runs tile j's softmax (the tie count and shift of
+``flash_fwd._fwd_tiles``, the same arithmetic) while ``P V`` runs, then releases the slots to
+the loader through "empty" mbarriers (two arrivals, one per consumer). The consumers share no
+barrier, so the warp scheduler runs one's softmax during the other's matrix products, which a
+single partition (v19a) cannot.
 
-Covers the common training and prefill call: the dense ``(B, S, H, D)`` layout, bf16 or fp16,
-head dim 64 or 128, causal (bottom-right aligned) or not, GQA; no windows, softcap, dropout,
-padding mask or returned shift. ``flash_fwd.flash_attn_fwd`` routes other calls, and every call
-where this module cannot be used (no Gluon, not sm_90, TMA not allowed), to the Triton kernel.
-Gluon does not run under the interpreter: the GPU suite tests this path.
+Covers: dense ``(B, S, H, D)`` bf16/fp16, head dim 64 or 128, causal (bottom-right aligned) or
+not, GQA, the fix on or off, where ``_common.tma_ready`` holds. Not: packed sequences, windows,
+softcap, dropout, padding masks, ``return_shift``, ``shift_single``. Gluon does not run under
+the interpreter; the GPU suite tests this path (``tests/gpu/test_hopper_forward.py``).
+HF_STABLE_ATTN_GLUON=0 turns it off.
 """
 
 from __future__ import annotations
+
+import functools
+import os
 
 import torch
 from triton.experimental import gluon
@@ -87,7 +91,7 @@ def _softmax(s, m1, tied, shift, l_i, start_n, start_m, seqlen_k, diag, qk_scale
 @gluon.jit
 def _loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, v_full,
             v_empty, O, LSE, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, b64, h,
-            start_m, seqlen_q, seqlen_k, n_tiles, n_full, qk_scale, beta, tie_window, min_gap,
+            start_m, seqlen_q, seqlen_k, n_tiles, diag, qk_scale, beta, tie_window, min_gap,
             max_gap):
     """The load partition: both halves of the query tile, then K and V tile by tile into the
     ring, each slot once both consumers have released it."""
@@ -113,7 +117,7 @@ def _loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_full, k_em
 @gluon.jit
 def _consume(WG: gl.constexpr, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, v_full, v_empty,
              O, LSE, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, b64, h, start_m,
-             seqlen_q, seqlen_k, n_tiles, n_full, qk_scale, beta, tie_window, min_gap, max_gap):
+             seqlen_q, seqlen_k, n_tiles, diag, qk_scale, beta, tie_window, min_gap, max_gap):
     """One consumer partition (4 warps): query rows ``start_m + 64 WG`` onwards. (The
     compile-time sizes come from the buffers' shapes: warp_specialize passes its arguments as
     run-time values; ``q_bars`` has a third barrier when the fix is on.)"""
@@ -121,7 +125,8 @@ def _consume(WG: gl.constexpr, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, 
     STAGES: gl.constexpr = k_smem.shape[0]
     BLOCK_N: gl.constexpr = k_smem.shape[1]
     HEAD_DIM: gl.constexpr = k_smem.shape[2]
-    STABILIZE: gl.constexpr = q_bars.shape[0] == 3
+    STABILIZE: gl.constexpr = q_bars.shape[0] % 2 == 1
+    CAUSAL: gl.constexpr = q_bars.shape[0] >= 4
     dtype: gl.constexpr = q_smem.dtype
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16])
@@ -136,7 +141,16 @@ def _consume(WG: gl.constexpr, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, 
     tied = m1 > 0.0
     shift = gl.zeros_like(m1)
     l_i = gl.zeros_like(m1)
-    consts = (seqlen_k, 0, qk_scale, beta, tie_window, min_gap, max_gap)
+    consts = (seqlen_k, diag, qk_scale, beta, tie_window, min_gap, max_gap)
+    # This partition's key tiles (the loader's ``n_tiles`` is the second partition's, which
+    # sees the most): [0, n_full) unmasked, [n_full, n_mine) cut by the diagonal or the end.
+    hi = seqlen_k
+    full_hi = (seqlen_k // BLOCK_N) * BLOCK_N
+    if CAUSAL:
+        hi = gl.maximum(gl.minimum(rows0 + BLOCK_M + diag, seqlen_k), 0)
+        full_hi = gl.minimum(full_hi, (gl.maximum(rows0 + diag + 1, 0) // BLOCK_N) * BLOCK_N)
+    n_mine = gl.maximum(gl.cdiv(hi, BLOCK_N), 1)
+    n_full = gl.maximum(full_hi // BLOCK_N, 1)
 
     mbarrier.wait(q_bars.index(WG), 0)
     mbarrier.wait(k_full.index(0), 0)
@@ -145,24 +159,30 @@ def _consume(WG: gl.constexpr, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, 
     s = warpgroup_mma_wait(0, deps=(s_tok,))
     mbarrier.arrive(k_empty.index(0), count=1)
     p, alpha, m1, tied, shift, l_i = _softmax(s, m1, tied, shift, l_i, 0, rows0, *consts,
-                                              s_layout, True, False, STABILIZE, BLOCK_M, BLOCK_N)
+                                              s_layout, True, CAUSAL, STABILIZE, BLOCK_M,
+                                              BLOCK_N)
     p_op = gl.convert_layout(p.to(dtype), p_layout)
     acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
     for j in range(1, n_full):
         acc, p_op, m1, tied, shift, l_i = _step(
             j, acc, p_op, m1, tied, shift, l_i, q, k_smem, v_smem, k_full, k_empty, v_full,
-            v_empty, zero_s, rows0, *consts, s_layout, row_o, p_layout, False, STABILIZE,
-            BLOCK_M, BLOCK_N, STAGES)
-    for j in range(n_full, n_tiles):
+            v_empty, zero_s, rows0, *consts, s_layout, row_o, p_layout, False, CAUSAL,
+            STABILIZE, BLOCK_M, BLOCK_N, STAGES)
+    for j in range(n_full, n_mine):
         acc, p_op, m1, tied, shift, l_i = _step(
             j, acc, p_op, m1, tied, shift, l_i, q, k_smem, v_smem, k_full, k_empty, v_full,
-            v_empty, zero_s, rows0, *consts, s_layout, row_o, p_layout, True, STABILIZE,
-            BLOCK_M, BLOCK_N, STAGES)
-    last = n_tiles - 1
+            v_empty, zero_s, rows0, *consts, s_layout, row_o, p_layout, True, CAUSAL,
+            STABILIZE, BLOCK_M, BLOCK_N, STAGES)
+    last = n_mine - 1
     mbarrier.wait(v_full.index(last % STAGES), (last // STAGES) & 1)
     acc_tok = warpgroup_mma(p_op, v_smem.index(last % STAGES), acc, is_async=True)
     acc = warpgroup_mma_wait(0, deps=(acc_tok,))
     mbarrier.arrive(v_empty.index(last % STAGES), count=1)
+    for j in range(n_mine, n_tiles):  # tiles only the other partition sees: release them
+        mbarrier.wait(k_full.index(j % STAGES), (j // STAGES) & 1)
+        mbarrier.arrive(k_empty.index(j % STAGES), count=1)
+        mbarrier.wait(v_full.index(j % STAGES), (j // STAGES) & 1)
+        mbarrier.arrive(v_empty.index(j % STAGES), count=1)
 
     l_o = gl.convert_layout(l_i, row_o)
     has_keys = l_o > 0.0
@@ -184,8 +204,8 @@ def _consume(WG: gl.constexpr, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, 
 def _step(j, acc, p_op, m1, tied, shift, l_i, q, k_smem, v_smem, k_full, k_empty, v_full,
           v_empty, zero_s, rows0, seqlen_k, diag, qk_scale, beta, tie_window, min_gap, max_gap,
           s_layout: gl.constexpr, row_o: gl.constexpr, p_layout: gl.constexpr,
-          MASKED: gl.constexpr, STABILIZE: gl.constexpr, BLOCK_M: gl.constexpr,
-          BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
+          MASKED: gl.constexpr, CAUSAL: gl.constexpr, STABILIZE: gl.constexpr,
+          BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
     """v19a's step with the ring's slots released to the loader as their readers finish."""
     slot = j % STAGES
     prev = (j - 1) % STAGES
@@ -198,7 +218,7 @@ def _step(j, acc, p_op, m1, tied, shift, l_i, q, k_smem, v_smem, k_full, k_empty
     mbarrier.arrive(k_empty.index(slot), count=1)
     p, alpha, m1, tied, shift, l_i = _softmax(
         s, m1, tied, shift, l_i, j * BLOCK_N, rows0, seqlen_k, diag, qk_scale, beta,
-        tie_window, min_gap, max_gap, s_layout, MASKED, False, STABILIZE, BLOCK_M, BLOCK_N)
+        tie_window, min_gap, max_gap, s_layout, MASKED, CAUSAL, STABILIZE, BLOCK_M, BLOCK_N)
     acc = warpgroup_mma_wait(0, deps=(acc_tok,))
     mbarrier.arrive(v_empty.index(prev), count=1)
     acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
@@ -209,21 +229,21 @@ def _step(j, acc, p_op, m1, tied, shift, l_i, q, k_smem, v_smem, k_full, k_empty
 @gluon.jit
 def _consumer0(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, v_full,
                v_empty, O, LSE, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, b64, h,
-               start_m, seqlen_q, seqlen_k, n_tiles, n_full, qk_scale, beta, tie_window,
+               start_m, seqlen_q, seqlen_k, n_tiles, diag, qk_scale, beta, tie_window,
                min_gap, max_gap):
     _consume(0, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, v_full, v_empty, O, LSE,
              stride_ob, stride_os, stride_oh, stride_lb, stride_lh, b64, h, start_m, seqlen_q,
-             seqlen_k, n_tiles, n_full, qk_scale, beta, tie_window, min_gap, max_gap)
+             seqlen_k, n_tiles, diag, qk_scale, beta, tie_window, min_gap, max_gap)
 
 
 @gluon.jit
 def _consumer1(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, v_full,
                v_empty, O, LSE, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, b64, h,
-               start_m, seqlen_q, seqlen_k, n_tiles, n_full, qk_scale, beta, tie_window,
+               start_m, seqlen_q, seqlen_k, n_tiles, diag, qk_scale, beta, tie_window,
                min_gap, max_gap):
     _consume(1, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, v_full, v_empty, O, LSE,
              stride_ob, stride_os, stride_oh, stride_lb, stride_lh, b64, h, start_m, seqlen_q,
-             seqlen_k, n_tiles, n_full, qk_scale, beta, tie_window, min_gap, max_gap)
+             seqlen_k, n_tiles, diag, qk_scale, beta, tie_window, min_gap, max_gap)
 
 
 @gluon.jit
@@ -236,14 +256,24 @@ def _fwd_ws_kernel(
     stride_lb, stride_lh,
     seqlen_q, seqlen_k, num_heads_q, group,
     qk_scale, beta, tie_window, min_gap, max_gap,
-    STABILIZE: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
-    STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr,
+    CAUSAL: gl.constexpr, STABILIZE: gl.constexpr, HEAD_DIM: gl.constexpr,
+    BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+    num_warps: gl.constexpr,
 ):
     dtype: gl.constexpr = Q.dtype.element_ty
     q_shared: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, HEAD_DIM], dtype)
     kv_shared: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
-    start_m = gl.program_id(0) * 128
+    tile = gl.program_id(0)
     column = gl.program_id(1)
+    if CAUSAL:  # heaviest tiles first, as _common.scheduled_tile
+        num_tiles = gl.num_programs(0)
+        pid = column * num_tiles + tile
+        first = (pid // (HEAD_GROUP * num_tiles)) * HEAD_GROUP
+        size = gl.minimum(gl.num_programs(1) - first, HEAD_GROUP)
+        rank = pid - first * num_tiles
+        tile = num_tiles - 1 - rank // size
+        column = first + rank % size
+    start_m = tile * 128
     b64 = (column // num_heads_q).to(gl.int64)
     h = column % num_heads_q
     hk = h // group
@@ -253,13 +283,18 @@ def _fwd_ws_kernel(
                                         [stride_ks, 1], [BLOCK_N, HEAD_DIM], kv_shared)
     v_desc = tma.make_tensor_descriptor(V + b64 * stride_vb + hk * stride_vh, [seqlen_k, HEAD_DIM],
                                         [stride_vs, 1], [BLOCK_N, HEAD_DIM], kv_shared)
-    n_tiles = gl.maximum(gl.cdiv(seqlen_k, BLOCK_N), 1)
-    n_full = gl.maximum(seqlen_k // BLOCK_N, 1)
+    diag = seqlen_k - seqlen_q
+    hi = seqlen_k
+    if CAUSAL:
+        hi = gl.maximum(gl.minimum(start_m + 128 + diag, seqlen_k), 0)
+    n_tiles = gl.maximum(gl.cdiv(hi, BLOCK_N), 1)
 
     q_smem = gl.allocate_shared_memory(dtype, [2, 64, HEAD_DIM], q_shared)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_shared)
     v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_shared)
-    N_QBARS: gl.constexpr = 3 if STABILIZE else 2
+    # The partitions read STABILIZE and CAUSAL from q_bars' length (2 + STABILIZE + 2 CAUSAL):
+    # warp_specialize passes its arguments as run-time values.
+    N_QBARS: gl.constexpr = 2 + (1 if STABILIZE else 0) + (2 if CAUSAL else 0)
     q_bars = gl.allocate_shared_memory(gl.int64, [N_QBARS, 1], mbarrier.MBarrierLayout())
     k_full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -275,27 +310,49 @@ def _fwd_ws_kernel(
 
     args = (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, v_full,
             v_empty, O, LSE, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, b64, h,
-            start_m, seqlen_q, seqlen_k, n_tiles, n_full, qk_scale, beta, tie_window, min_gap,
+            start_m, seqlen_q, seqlen_k, n_tiles, diag, qk_scale, beta, tie_window, min_gap,
             max_gap)
     gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_loader, args)], [4, 1],
                        [CONSUMER_REGS, 24])
 
 
-# (BLOCK_N, STAGES, CONSUMER_REGS) per head dim; query tiles of 128 rows (two consumers).
-HOPPER_CONFIGS = {
-    64: [(128, 2, 232), (64, 3, 232), (128, 3, 232)],
-    128: [(128, 2, 240), (64, 2, 232), (64, 3, 232)],
-}
+# (BLOCK_N, STAGES, consumer registers) per head dim; 128-row query tiles (two consumers).
+# Measured on an H100 (docs/kernel_notes.md, v19d).
+HOPPER_CONFIGS = {64: (128, 2, 232), 128: (128, 2, 240)}
+ENABLED = os.environ.get("HF_STABLE_ATTN_GLUON", "1") != "0"
+
+
+@functools.lru_cache(maxsize=None)
+def _is_sm90(index: int) -> bool:
+    return torch.cuda.get_device_capability(index) == (9, 0)
+
+
+def covers(q, *, varlen, causal, window_left, window_right, has_softcap, dropout_p,
+           key_padding_mask, shift_single, return_shift, tma_ok) -> bool:
+    """Whether ``flash_fwd.flash_attn_fwd``'s call goes to this kernel (see the module
+    docstring); ``tma_ok`` is ``_common.tma_ready`` of the call's tensors."""
+    return (ENABLED and tma_ok and not varlen and q.shape[-1] in HOPPER_CONFIGS
+            and window_left < 0 and (causal or window_right < 0) and not has_softcap
+            and dropout_p == 0.0 and key_padding_mask is None and not shift_single
+            and not return_shift and _is_sm90(q.device.index))
+
+
+def tile_record(head_dim: int) -> tuple[int, int, int, int, bool]:
+    """The launch's config as ``TiledLaunch.last`` spells one (BLOCK_M, BLOCK_N, warps, stages,
+    TMA): 12 warps (two consumer warpgroups and the loader's) mark this kernel."""
+    block_n, stages, _ = HOPPER_CONFIGS[head_dim]
+    return 128, block_n, 12, stages, True
 
 
 def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, tie_window,
                           min_gap, max_gap, config=None):
-    """As v19a's, not causal only."""
-    if causal:
-        raise NotImplementedError("v19d covers the not causal forward only")
+    """Stabilized forward of dense q (B, Sq, Hq, D), k, v (B, Sk, Hk, D) on the current GPU
+    (the caller makes q's current and checked ``covers``). The shift rule's constants in
+    natural-log units; ``config`` (BLOCK_N, STAGES, consumer registers) overrides the table.
+    Returns ``(out, lse)``: out like q, lse fp32 (B, Hq, Sq), +inf on rows that see no key."""
     batch, sq, hq, head_dim = q.shape
     sk, hk = k.shape[1], k.shape[2]
-    bn, stages, regs = config or HOPPER_CONFIGS[head_dim][0]
+    block_n, stages, regs = config or HOPPER_CONFIGS[head_dim]
     out = torch.empty_like(q)
     lse = torch.empty((batch, hq, sq), device=q.device, dtype=torch.float32)
     grid = (-(-sq // 128), batch * hq)
@@ -309,7 +366,7 @@ def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, ti
         sq, sk, hq, hq // hk,
         float(softmax_scale * LOG2E), float(beta), float(tie_window * LOG2E),
         float(min_gap * LOG2E), float(max_gap * LOG2E),
-        STABILIZE=bool(stabilize), HEAD_DIM=head_dim, BLOCK_N=bn, STAGES=stages,
-        CONSUMER_REGS=regs, num_warps=4,
+        CAUSAL=bool(causal), STABILIZE=bool(stabilize), HEAD_DIM=head_dim, BLOCK_N=block_n,
+        STAGES=stages, CONSUMER_REGS=regs, num_warps=4,
     )
     return out, lse

@@ -1,0 +1,107 @@
+"""The Gluon forward of ``kernels/flash_fwd_hopper.py`` on an sm_90 GPU (``pytest -m gpu``):
+the calls it covers reach it through ``flash_attn_fwd``, meet the float64 rule, and make the
+Triton forward's tie decisions."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available()
+                       or torch.cuda.get_device_capability() != (9, 0), reason="needs an sm_90 GPU"),
+]
+
+if torch.cuda.is_available():
+    from hf_stable_attn.kernels import LAUNCHES, flash_attn_bwd, flash_attn_fwd
+    from hf_stable_attn.kernels import flash_fwd_hopper
+
+from hf_stable_attn.shift_rule import shift_params  # noqa: E402
+from hf_stable_attn.testing import (  # noqa: E402
+    attention_oracle, check_flash_rule, fix_kwargs, launch_kwargs,
+)
+
+CASES = [  # batch, Sq, Sk, Hq, Hk, D, dtype, causal
+    (1, 2048, 2048, 4, 4, 128, torch.bfloat16, False),
+    (2, 2100, 2100, 8, 1, 128, torch.float16, True),
+    (1, 3000, 2048, 2, 2, 128, torch.bfloat16, True),  # causal rows that see no key
+    (1, 2048, 3000, 2, 2, 64, torch.bfloat16, True),
+    (1, 2500, 2171, 4, 2, 64, torch.float16, False),
+]
+
+
+def _inputs(batch, sq, sk, hq, hk, d, dtype, seed):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    return tuple(torch.randn(batch, s, h, d, device="cuda", dtype=dtype, generator=g)
+                 for s, h in ((sq, hq), (sk, hk), (sk, hk)))
+
+
+def _forward(q, k, v, causal, params, gluon=True, monkeypatch=None):
+    kw = launch_kwargs(q.shape[1], k.shape[1], q.shape[-1], causal=causal)
+    monkeypatch.setattr(flash_fwd_hopper, "ENABLED", gluon)
+    LAUNCHES["fwd"].last = None
+    out, lse = flash_attn_fwd(q, k, v, **kw, **fix_kwargs(params))
+    ran = LAUNCHES["fwd"].last == flash_fwd_hopper.tile_record(q.shape[-1])
+    assert ran == gluon, "the call did not take the expected forward"
+    return out, lse
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[1]}x{c[2]}-h{c[3]}:{c[4]}-d{c[5]}-"
+                         f"{str(c[6])[6:]}{'-causal' if c[7] else ''}")
+def test_covered_calls_take_the_gluon_forward_and_meet_the_float64_rule(case, monkeypatch):
+    *shape, dtype, causal = case
+    q, k, v = _inputs(*shape, dtype, seed=sum(shape))
+    kw = launch_kwargs(q.shape[1], k.shape[1], q.shape[-1], causal=causal)
+    exact = attention_oracle(q, k, v, **kw)
+    plain = attention_oracle(q, k, v, **kw, compute_dtype=dtype)
+    for stabilize in (True, False):
+        params = shift_params(dtype, stabilize=stabilize)
+        out, lse = _forward(q, k, v, causal, params, monkeypatch=monkeypatch)
+        check_flash_rule(f"out (fix {stabilize})", out, plain, exact, 2.0)
+        ref_out, ref_lse = _forward(q, k, v, causal, params, gluon=False, monkeypatch=monkeypatch)
+        seen = torch.isfinite(ref_lse)
+        assert torch.equal(seen, torch.isfinite(lse))
+        assert torch.allclose(lse[seen], ref_lse[seen], rtol=0, atol=1e-5)
+        assert (out[~seen.transpose(1, 2)] == 0).all()
+
+
+@pytest.mark.parametrize("d", [64, 128])
+def test_tied_rows_get_the_triton_forwards_shift(d, monkeypatch):
+    """Rows whose top two scores lie in different key tiles, some within the tie window: the
+    Gluon forward's output is the Triton forward's bit for bit with the fix on, and differs
+    without it (so the shift, not the rounding alone, decides)."""
+    torch.manual_seed(d)
+    sq, sk = 512, 4096
+    u = torch.randn(d)
+    q = (0.3 * torch.randn(1, sq, 1, d) + u).to(torch.bfloat16).cuda()
+    k = 0.3 * torch.randn(1, sk, 1, d)
+    k[0, 100, 0] = 3 * u
+    k[0, sk - 300, 0] = 3 * u + 0.003 * torch.randn(d)
+    k = k.to(torch.bfloat16).cuda()
+    v = torch.randn(1, sk, 1, d).to(torch.bfloat16).cuda()
+    params = shift_params(q.dtype)
+    out, _ = _forward(q, k, v, False, params, monkeypatch=monkeypatch)
+    ref, _ = _forward(q, k, v, False, params, gluon=False, monkeypatch=monkeypatch)
+    plain, _ = _forward(q, k, v, False, shift_params(q.dtype, stabilize=False),
+                        monkeypatch=monkeypatch)
+    assert torch.equal(out, ref)
+    assert not torch.equal(out, plain)
+
+
+def test_backward_from_the_gluon_forward_meets_the_float64_rule(monkeypatch):
+    q, k, v = _inputs(1, 2048, 2048, 8, 2, 128, torch.bfloat16, seed=5)
+    kw = launch_kwargs(2048, 2048, 128, causal=True)
+    out, lse = _forward(q, k, v, True, shift_params(q.dtype), monkeypatch=monkeypatch)
+    dout = torch.randn_like(q)
+    grads = flash_attn_bwd(dout, q, k, v, out, lse, **kw)
+    for compute_dtype in (torch.float64, q.dtype):
+        leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+        attention_oracle(*leaves, **kw, compute_dtype=compute_dtype).backward(
+            dout.to(compute_dtype))
+        if compute_dtype == torch.float64:
+            exact = [t.grad for t in leaves]
+        else:
+            plain = [t.grad for t in leaves]
+    for name, got, p, e in zip(("dq", "dk", "dv"), grads, plain, exact):
+        check_flash_rule(name, got, p, e, 3.0)

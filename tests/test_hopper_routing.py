@@ -1,0 +1,56 @@
+"""Which forward calls go to the Gluon kernel (``kernels/flash_fwd_hopper.covers``), on the CPU:
+the kernel itself runs only on an sm_90 GPU (``tests/gpu/test_hopper_forward.py``)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from hf_stable_attn.kernels import flash_fwd_hopper
+
+COVERED = dict(varlen=False, causal=True, window_left=-1, window_right=0, has_softcap=False,
+               dropout_p=0.0, key_padding_mask=None, shift_single=False, return_shift=False,
+               tma_ok=True)
+
+
+@pytest.fixture
+def sm90(monkeypatch):
+    monkeypatch.setattr(flash_fwd_hopper, "_is_sm90", lambda index: True)
+    monkeypatch.setattr(flash_fwd_hopper, "ENABLED", True)
+
+
+def _q(head_dim=128):
+    return torch.empty(1, 8, 2, head_dim, dtype=torch.bfloat16)
+
+
+def test_a_dense_causal_or_unmasked_call_is_covered(sm90):
+    assert flash_fwd_hopper.covers(_q(), **COVERED)
+    assert flash_fwd_hopper.covers(_q(64), **{**COVERED, "causal": False, "window_right": -1})
+
+
+@pytest.mark.parametrize("change", [
+    {"tma_ok": False}, {"varlen": True}, {"causal": False, "window_right": 0},
+    {"window_left": 16}, {"has_softcap": True}, {"dropout_p": 0.1},
+    {"key_padding_mask": torch.ones(1, 8, dtype=torch.bool)}, {"shift_single": True},
+    {"return_shift": True},
+], ids=lambda c: next(iter(c)))
+def test_every_feature_the_kernel_lacks_takes_the_triton_forward(sm90, change):
+    assert not flash_fwd_hopper.covers(_q(), **{**COVERED, **change})
+
+
+@pytest.mark.parametrize("head_dim", [32, 80, 96, 256])
+def test_other_head_dims_take_the_triton_forward(sm90, head_dim):
+    assert not flash_fwd_hopper.covers(_q(head_dim), **COVERED)
+
+
+def test_other_gpus_and_the_switch_take_the_triton_forward(monkeypatch):
+    monkeypatch.setattr(flash_fwd_hopper, "_is_sm90", lambda index: False)
+    assert not flash_fwd_hopper.covers(_q(), **COVERED)
+    monkeypatch.setattr(flash_fwd_hopper, "_is_sm90", lambda index: True)
+    monkeypatch.setattr(flash_fwd_hopper, "ENABLED", False)
+    assert not flash_fwd_hopper.covers(_q(), **COVERED)
+
+
+def test_the_record_marks_the_gluon_kernel():
+    assert flash_fwd_hopper.tile_record(128) == (128, *flash_fwd_hopper.HOPPER_CONFIGS[128][:1],
+                                                 12, flash_fwd_hopper.HOPPER_CONFIGS[128][1], True)
