@@ -121,6 +121,11 @@ def main() -> None:
     ap.add_argument("--budget-s", type=float, default=400)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--head-dims", type=int, nargs="+", default=[128, 64])
+    ap.add_argument("--timing-only", action="store_true")
+    ap.add_argument("--shapes", nargs="+", default=None,
+                    help="timing shapes as D:causal:fix, e.g. 128:1:1 (default: all)")
+    ap.add_argument("--configs", nargs="+", default=None,
+                    help="Gluon configs as D:BLOCK_N:STAGES:REGS (default: CONFIGS)")
     args = ap.parse_args()
     t0 = time.time()
     result = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, checks=[],
@@ -137,7 +142,12 @@ def main() -> None:
              (1, 3000, 2048, 2, 2, 128, torch.bfloat16, True),
              (1, 2500, 2171, 4, 2, 64, torch.float16, False),
              (1, 2200, 2200, 2, 2, 64, torch.bfloat16, True)]
-    for d in args.head_dims:
+    if args.configs:
+        CONFIGS.clear()
+        for text in args.configs:
+            d, *config = map(int, text.split(":"))
+            CONFIGS.setdefault(d, []).append(tuple(config))
+    for d in ([] if args.timing_only else args.head_dims):
         for config in CONFIGS[d]:
             for case in cases:
                 if case[5] != d:
@@ -157,6 +167,10 @@ def main() -> None:
             for stabilize in (True, False):
                 shapes.append((4, 4096, h, h, d, causal, stabilize))
         shapes.append((4, 4096, h, h // 8, d, False, True))
+    if args.shapes:
+        wanted = {tuple(map(int, text.split(":"))) for text in args.shapes}
+        shapes = [sh for sh in shapes if (sh[4], int(sh[5]), int(sh[6])) in wanted
+                  and sh[2] == sh[3]]
     for shape in shapes:
         if time.time() - t0 > args.budget_s:
             result["cut"] = f"budget reached before {shape}"

@@ -196,7 +196,7 @@ def test_dropout_seeds_share_the_compiled_kernels():
 # whether its launcher timed configs and which ones it picked.
 _AUTOTUNE_CHILD = """
 import json, torch
-from hf_stable_attn.kernels import flash_attn_bwd, flash_attn_fwd, flash_bwd, flash_fwd
+from hf_stable_attn.kernels import LAUNCHES, flash_attn_bwd, flash_attn_fwd
 from hf_stable_attn.shift_rule import shift_params
 from hf_stable_attn.testing import fix_kwargs, launch_kwargs
 q, k, v, dout = (torch.randn(2, 2048, 4, 64, device="cuda", dtype=torch.bfloat16) for _ in range(4))
@@ -204,19 +204,19 @@ m = launch_kwargs(2048, 2048, 64, causal=True)
 out, lse = flash_attn_fwd(q, k, v, **m, **fix_kwargs(shift_params(q.dtype)))
 flash_attn_bwd(dout, q, k, v, out, lse, **m, deterministic=True)
 torch.cuda.synchronize()
-launches = {"fwd": flash_fwd._fwd_launch, "dq": flash_bwd._dq_launch, "dkdv": flash_bwd._dkdv_launch}
 print(json.dumps({name: [bool(launch.timings), sorted(map(str, launch.chosen.values()))]
-                  for name, launch in launches.items()}))
+                  for name, launch in LAUNCHES.items()}))
 """
 
 
 def test_autotuning_is_kept_on_disk(tmp_path):
     """A second process finds the first one's picks in Triton's cache directory and launches the
-    same configs without timing them; HF_STABLE_ATTN_AUTOTUNE_CACHE=0 times them."""
+    same configs without timing them; HF_STABLE_ATTN_AUTOTUNE_CACHE=0 times them. (The Triton
+    forward's: on an H100 this call's forward would otherwise take the untuned Gluon kernel.)"""
 
     def child(cache: str) -> dict:
         env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path), "HF_STABLE_ATTN_AUTOTUNE": "1",
-               "HF_STABLE_ATTN_AUTOTUNE_CACHE": cache}
+               "HF_STABLE_ATTN_AUTOTUNE_CACHE": cache, "HF_STABLE_ATTN_GLUON": "0"}
         done = subprocess.run([sys.executable, "-c", _AUTOTUNE_CHILD], env=env, text=True,
                               capture_output=True)
         assert done.returncode == 0, done.stderr[-2000:]
