@@ -239,7 +239,7 @@ def flash_attn_fwd(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
     check_grid(batch, hq)
     tma_ok = tma_ready(max(sq, sk), k, v)
     if flash_fwd_hopper is not None and flash_fwd_hopper.covers(
-            q, varlen=varlen, causal=causal, window_left=window_left,
+            q, stabilize=stabilize, varlen=varlen, causal=causal, window_left=window_left,
             window_right=window_right, has_softcap=has_softcap, dropout_p=dropout_p,
             key_padding_mask=key_padding_mask, shift_single=shift_single,
             return_shift=return_shift, tma_ok=tma_ok and tma_ready(max(sq, sk), q)):

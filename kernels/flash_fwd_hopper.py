@@ -319,6 +319,9 @@ def _fwd_ws_kernel(
 # (BLOCK_N, STAGES, consumer registers) per head dim; 128-row query tiles (two consumers).
 # Measured on an H100 (docs/kernel_notes.md, v19d).
 HOPPER_CONFIGS = {64: (128, 2, 232), 128: (128, 2, 240)}
+# (head dim, fix on) where this kernel measured faster than the Triton forward on an H100
+# (v19d, S 4096): D128 with and without the fix, D64 with it; D64 without it stays on Triton.
+FASTER = {(128, True), (128, False), (64, True)}
 ENABLED = os.environ.get("HF_STABLE_ATTN_GLUON", "1") != "0"
 
 
@@ -327,11 +330,12 @@ def _is_sm90(index: int) -> bool:
     return torch.cuda.get_device_capability(index) == (9, 0)
 
 
-def covers(q, *, varlen, causal, window_left, window_right, has_softcap, dropout_p,
+def covers(q, *, stabilize, varlen, causal, window_left, window_right, has_softcap, dropout_p,
            key_padding_mask, shift_single, return_shift, tma_ok) -> bool:
-    """Whether ``flash_fwd.flash_attn_fwd``'s call goes to this kernel (see the module
-    docstring); ``tma_ok`` is ``_common.tma_ready`` of the call's tensors."""
-    return (ENABLED and tma_ok and not varlen and q.shape[-1] in HOPPER_CONFIGS
+    """Whether ``flash_fwd.flash_attn_fwd``'s call goes to this kernel: one it covers (see the
+    module docstring) and measured faster on (``FASTER``); ``tma_ok`` is
+    ``_common.tma_ready`` of the call's tensors."""
+    return (ENABLED and tma_ok and not varlen and (q.shape[-1], bool(stabilize)) in FASTER
             and window_left < 0 and (causal or window_right < 0) and not has_softcap
             and dropout_p == 0.0 and key_padding_mask is None and not shift_single
             and not return_shift and _is_sm90(q.device.index))

@@ -8,7 +8,7 @@ import torch
 
 from hf_stable_attn.kernels import flash_fwd_hopper
 
-COVERED = dict(varlen=False, causal=True, window_left=-1, window_right=0, has_softcap=False,
+COVERED = dict(stabilize=True, varlen=False, causal=True, window_left=-1, window_right=0, has_softcap=False,
                dropout_p=0.0, key_padding_mask=None, shift_single=False, return_shift=False,
                tma_ok=True)
 
@@ -25,7 +25,13 @@ def _q(head_dim=128):
 
 def test_a_dense_causal_or_unmasked_call_is_covered(sm90):
     assert flash_fwd_hopper.covers(_q(), **COVERED)
+    assert flash_fwd_hopper.covers(_q(), **{**COVERED, "stabilize": False})
     assert flash_fwd_hopper.covers(_q(64), **{**COVERED, "causal": False, "window_right": -1})
+
+
+def test_head_dim_64_without_the_fix_takes_the_triton_forward(sm90):
+    """Measured slower there (kernel_notes v19d)."""
+    assert not flash_fwd_hopper.covers(_q(64), **{**COVERED, "stabilize": False})
 
 
 @pytest.mark.parametrize("change", [
