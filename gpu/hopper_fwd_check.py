@@ -23,7 +23,9 @@ from hf_stable_attn.kernels._common import tma_ready
 from hf_stable_attn.kernels import flash_fwd_hopper
 from hf_stable_attn.kernels.flash_fwd_hopper import flash_attn_fwd_hopper
 from hf_stable_attn.shift_rule import shift_params
-from hf_stable_attn.testing import attention_oracle, fix_kwargs, launch_kwargs, max_error
+from hf_stable_attn.testing import (
+    attention_oracle, fix_kwargs, launch_kwargs, max_error, near_tie_inputs,
+)
 
 
 def gluon_call(q, k, v, causal, params, config=None):
@@ -79,15 +81,7 @@ def check(case, config, stabilize=True):
 def tied_check(config, d):
     """Rows whose top two scores lie in different key tiles, some inside the tie window (the
     GPU suite's construction): the Gluon forward's lse and output against the Triton one's."""
-    torch.manual_seed(d)
-    sq, sk = 512, 4096
-    u = torch.randn(d)
-    q = (0.3 * torch.randn(1, sq, 1, d) + u).to(torch.bfloat16).cuda()
-    k = 0.3 * torch.randn(1, sk, 1, d)
-    k[0, 100, 0] = 3 * u
-    k[0, sk - 300, 0] = 3 * u + 0.003 * torch.randn(d)
-    k = k.to(torch.bfloat16).cuda()
-    v = torch.randn(1, sk, 1, d).to(torch.bfloat16).cuda()
+    q, k, v = (t.cuda() for t in near_tie_inputs(d, 512, 4096, seed=d))
     params = shift_params(q.dtype)
     out, lse = gluon_call(q, k, v, False, params, config)
     ref_out, ref_lse = triton_call(q, k, v, False, params)

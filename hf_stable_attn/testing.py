@@ -97,6 +97,21 @@ def attention_oracle(
     return packed
 
 
+def near_tie_inputs(head_dim: int, seqlen_q: int, seqlen_k: int, seed: int):
+    """q (1, Sq, 1, D), k and v (1, Sk, 1, D), bf16 on the CPU, whose rows' two largest scores
+    come from keys 100 and ``Sk - 300`` (different key tiles) and lie a few bf16 steps apart:
+    inside the tie window for some rows, outside it for others. Drawn on the CPU after
+    ``torch.manual_seed(seed)``, so a seed gives the same tensors on every machine."""
+    torch.manual_seed(seed)
+    u = torch.randn(head_dim)
+    q = (0.3 * torch.randn(1, seqlen_q, 1, head_dim) + u).to(torch.bfloat16)
+    k = 0.3 * torch.randn(1, seqlen_k, 1, head_dim)
+    k[0, 100, 0] = 3 * u
+    k[0, seqlen_k - 300, 0] = 3 * u + 0.003 * torch.randn(head_dim)
+    v = torch.randn(1, seqlen_k, 1, head_dim).to(torch.bfloat16)
+    return q, k.to(torch.bfloat16), v
+
+
 def max_error(a: torch.Tensor, b: torch.Tensor) -> float:
     """Largest absolute difference, computed in float64; NaN anywhere gives inf."""
     d = (a.double() - b.double()).abs()

@@ -29,7 +29,7 @@ if torch.cuda.is_available():
 
 from hf_stable_attn.shift_rule import row_shift, shift_params  # noqa: E402
 from hf_stable_attn.testing import (  # noqa: E402
-    attention_oracle, check_flash_rule, fix_kwargs, launch_kwargs,
+    attention_oracle, check_flash_rule, fix_kwargs, launch_kwargs, near_tie_inputs,
 )
 
 HEAD_DIMS = [32, 40, 64, 80, 96, 111, 128, 160, 192, 256]
@@ -260,15 +260,8 @@ def test_tie_decisions_match_the_shift_rule(sk):
     """Rows whose top two scores (in different key tiles) lie a few bf16 steps apart, some inside
     the tie window and some outside: every row's shift equals ``shift_rule.row_shift`` of its
     top two scores. Both lengths, since from ``TMA_MIN_SEQLEN`` on other tile configs run."""
-    torch.manual_seed(sk)  # drawn on the CPU: the fractions below were checked for these seeds
-    d, sq = 64, 512
-    u = torch.randn(d)
-    q = (0.3 * torch.randn(1, sq, 1, d) + u).to(torch.bfloat16).cuda()
-    k = 0.3 * torch.randn(1, sk, 1, d)
-    k[0, 100, 0] = 3 * u
-    k[0, sk - 300, 0] = 3 * u + 0.003 * torch.randn(d)
-    k = k.to(torch.bfloat16).cuda()
-    v = torch.randn(1, sk, 1, d).to(torch.bfloat16).cuda()
+    # Drawn on the CPU: the fractions below were checked for these seeds.
+    q, k, v = (t.cuda() for t in near_tie_inputs(64, 512, sk, seed=sk))
     m = _masking(q, k)
     params = shift_params(q.dtype)
     s = (q[0, :, 0].float() @ k[0, :, 0].float().T) * m["softmax_scale"]
