@@ -39,14 +39,16 @@ HEAD_GROUP = gl.constexpr(8)  # as _common.scheduled_tile
 
 @gluon.jit
 def _at_least(x, y):
-    """1.0 where ``x >= y`` else 0.0, one ``set.ge.f32.f32`` per element (``_common.at_least``)."""
+    """1.0 where ``x >= y`` else 0.0, one ``set.ge.f32.f32`` per element (as
+    ``_common.at_least``)."""
     return gl.inline_asm_elementwise("set.ge.f32.f32 $0, $1, $2;", "=r,r,r", [x, y],
                                      dtype=gl.float32, is_pure=True, pack=1)
 
 
 @gluon.jit
 def _tie_gap(m1, tied, beta, min_gap, max_gap):
-    """``_common.tie_gap``: the shift's gap above ``m1`` for tied rows (log2 units)."""
+    """``_common.tie_gap`` (a Gluon kernel cannot call Triton's): the shift's gap above ``m1``
+    for tied rows, log2 units."""
     raw = gl.maximum((beta - 1.0) * m1, -m1)
     e = gl.exp2(raw * (2.8853900817779268 / max_gap))
     r = gl.inline_asm_elementwise("rcp.approx.ftz.f32 $0, $1;", "=r,r", [e + 1.0],
@@ -87,7 +89,6 @@ def _softmax(s, m1, tied, shift, l_i, start_n, start_m, seqlen_k, diag, qk_scale
     return p, alpha, m1_new, tied, shift_new, l_i
 
 
-
 @gluon.jit
 def _loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, v_full,
             v_empty, O, LSE, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, b64, h,
@@ -119,8 +120,8 @@ def _consume(WG: gl.constexpr, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, 
              O, LSE, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, b64, h, start_m,
              seqlen_q, seqlen_k, n_tiles, diag, qk_scale, beta, tie_window, min_gap, max_gap):
     """One consumer partition (4 warps): query rows ``start_m + 64 WG`` onwards. (The
-    compile-time sizes come from the buffers' shapes: warp_specialize passes its arguments as
-    run-time values; ``q_bars`` has a third barrier when the fix is on.)"""
+    compile-time sizes come from the buffers' shapes and the switches from ``q_bars``' length,
+    2 + STABILIZE + 2 CAUSAL: warp_specialize passes its arguments as run-time values.)"""
     BLOCK_M: gl.constexpr = 64
     STAGES: gl.constexpr = k_smem.shape[0]
     BLOCK_N: gl.constexpr = k_smem.shape[1]
