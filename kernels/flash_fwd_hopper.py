@@ -12,7 +12,8 @@ barrier, so the warp scheduler runs one's softmax during the other's matrix prod
 single partition (v19a) cannot.
 
 Covers: dense ``(B, S, H, D)`` bf16/fp16, head dim 64 or 128, causal (bottom-right aligned) or
-not, GQA, the fix on or off, where ``_common.tma_ready`` holds. Not: packed sequences, windows,
+not, GQA, the fix on or off, where ``_common.tma_ready`` holds; ``covers`` routes the subset
+measured faster (and at least 128 query rows). Not: packed sequences, windows,
 softcap, dropout, padding masks, ``return_shift``, ``shift_single``. Gluon does not run under
 the interpreter; the GPU suite tests this path (``tests/gpu/test_hopper_forward.py``).
 HF_STABLE_ATTN_GLUON=0 turns it off.
@@ -334,9 +335,11 @@ def _is_sm90(index: int) -> bool:
 def covers(q, *, stabilize, varlen, causal, window_left, window_right, has_softcap, dropout_p,
            key_padding_mask, shift_single, return_shift, tma_ok) -> bool:
     """Whether ``flash_fwd.flash_attn_fwd``'s call goes to this kernel: one it covers (see the
-    module docstring) and measured faster on (``FASTER``); ``tma_ok`` is
+    module docstring) and measured faster on (``FASTER``, and at least one full 128-row query
+    tile: decoding steps and short chunks stay on the tuned Triton kernel); ``tma_ok`` is
     ``_common.tma_ready`` of the call's tensors."""
     return (ENABLED and tma_ok and not varlen and (q.shape[-1], bool(stabilize)) in FASTER
+            and q.shape[1] >= 128
             and window_left < 0 and (causal or window_right < 0) and not has_softcap
             and dropout_p == 0.0 and key_padding_mask is None and not shift_single
             and not return_shift and _is_sm90(q.device.index))

@@ -19,14 +19,20 @@ def sm90(monkeypatch):
     monkeypatch.setattr(flash_fwd_hopper, "ENABLED", True)
 
 
-def _q(head_dim=128):
-    return torch.empty(1, 8, 2, head_dim, dtype=torch.bfloat16)
+def _q(head_dim=128, seqlen=128):
+    return torch.empty(1, seqlen, 2, head_dim, dtype=torch.bfloat16)
 
 
 def test_a_dense_causal_or_unmasked_call_is_covered(sm90):
     assert flash_fwd_hopper.covers(_q(), **COVERED)
     assert flash_fwd_hopper.covers(_q(), **{**COVERED, "stabilize": False})
     assert flash_fwd_hopper.covers(_q(64), **{**COVERED, "causal": False, "window_right": -1})
+
+
+@pytest.mark.parametrize("seqlen", [1, 127])
+def test_fewer_query_rows_than_a_tile_take_the_triton_forward(sm90, seqlen):
+    """Decoding steps and short chunks (against a long cache: TMA-ready)."""
+    assert not flash_fwd_hopper.covers(_q(seqlen=seqlen), **COVERED)
 
 
 def test_head_dim_64_without_the_fix_takes_the_triton_forward(sm90):
@@ -37,7 +43,7 @@ def test_head_dim_64_without_the_fix_takes_the_triton_forward(sm90):
 @pytest.mark.parametrize("change", [
     {"tma_ok": False}, {"varlen": True}, {"causal": False, "window_right": 0},
     {"window_left": 16}, {"has_softcap": True}, {"dropout_p": 0.1},
-    {"key_padding_mask": torch.ones(1, 8, dtype=torch.bool)}, {"shift_single": True},
+    {"key_padding_mask": torch.ones(1, 128, dtype=torch.bool)}, {"shift_single": True},
     {"return_shift": True},
 ], ids=lambda c: next(iter(c)))
 def test_every_feature_the_kernel_lacks_takes_the_triton_forward(sm90, change):
