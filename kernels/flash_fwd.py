@@ -6,6 +6,10 @@ the running maximum ``m1``, whether the row is tied (``m1 - m2 <= w`` for the ru
 tracked as a count; see ``_fwd_tiles``), the row sum ``l`` and the fp32 accumulator; after every
 key tile it re-derives the row's shift (a tie found against the running maximum moves it) and
 rescales ``acc``/``l`` by ``exp2(shift_old - shift_new)``.
+
+On Hopper, ``flash_attn_fwd`` hands the calls ``flash_fwd_hopper.covers`` to that module's
+warp-specialized Gluon kernel (the same arithmetic, measured faster there) and launches this one
+for every other call.
 """
 
 from __future__ import annotations
