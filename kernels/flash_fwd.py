@@ -246,7 +246,7 @@ def flash_attn_fwd(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
             q, stabilize=stabilize, varlen=varlen, causal=causal, window_left=window_left,
             window_right=window_right, has_softcap=has_softcap, dropout_p=dropout_p,
             key_padding_mask=key_padding_mask, shift_single=shift_single,
-            return_shift=return_shift, tma_ok=tma_ok and tma_ready(max(sq, sk), q)):
+            return_shift=return_shift, tma_ok=tma_ok) and tma_ready(max(sq, sk), q):
         with on_device_of(q):
             out, lse = flash_fwd_hopper.flash_attn_fwd_hopper(
                 q, k, v, softmax_scale=softmax_scale, causal=causal, stabilize=stabilize,

@@ -337,7 +337,7 @@ def covers(q, *, stabilize, varlen, causal, window_left, window_right, has_softc
     """Whether ``flash_fwd.flash_attn_fwd``'s call goes to this kernel: one it covers (see the
     module docstring) and measured faster on (``FASTER``, and at least one full 128-row query
     tile: decoding steps and short chunks stay on the tuned Triton kernel); ``tma_ok`` is
-    ``_common.tma_ready`` of the call's tensors."""
+    ``_common.tma_ready`` of K and V (the caller checks Q's after this cheaper test)."""
     return (ENABLED and tma_ok and not varlen and (q.shape[-1], bool(stabilize)) in FASTER
             and q.shape[1] >= 128
             and window_left < 0 and (causal or window_right < 0) and not has_softcap
