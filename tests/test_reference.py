@@ -218,8 +218,7 @@ def test_near_tie_inputs_give_tied_and_untied_rows_from_keys_in_different_tiles(
         head_dim, seqlen_k, seed):
     """The GPU tests' construction (``testing.near_tie_inputs``) with the seeds they use: every
     row's top two scores come from keys 100 and Sk - 300, and the bf16 tie window splits the
-    rows into tied and untied ones; the same seed gives the same tensors. (The Gluon forward's
-    D64 case, seed 64, has no tied row: see the next test.)"""
+    rows into tied and untied ones; the same seed gives the same tensors."""
     q, k, v = near_tie_inputs(head_dim, 512, seqlen_k, seed=seed)
     s = (q[0, :, 0].float() @ k[0, :, 0].float().T) * head_dim**-0.5
     top = s.topk(2, -1)
@@ -228,11 +227,3 @@ def test_near_tie_inputs_give_tied_and_untied_rows_from_keys_in_different_tiles(
     assert tied.any() and (~tied).any()
     assert all(torch.equal(a, b) for a, b in
                zip((q, k, v), near_tie_inputs(head_dim, 512, seqlen_k, seed=seed)))
-
-
-def test_near_tie_inputs_seed_64_has_no_tied_row_at_head_dim_64():
-    """Recorded because tests/gpu/test_hopper_forward.py's D64 case uses this draw (as run on
-    the GPU in session 16): it compares untied rows only."""
-    q, k, _ = near_tie_inputs(64, 512, 4096, seed=64)
-    top = ((q[0, :, 0].float() @ k[0, :, 0].float().T) * 64**-0.5).topk(2, -1).values
-    assert not (top[:, 0] - top[:, 1] <= tie_window(torch.bfloat16)).any()
