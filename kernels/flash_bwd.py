@@ -7,6 +7,9 @@ that write fp32 partial dK/dV, summed afterwards in a fixed order (still determi
 
 ``P = exp2(s - lse * log2(e))`` is recomputed from the forward's log-sum-exp, so the stabilized
 shift needs nothing here; dropout's keep mask is recomputed from the seed.
+
+On Hopper, ``flash_attn_bwd`` hands the dK/dV of the calls ``flash_bwd_hopper.covers`` to that
+module's warp-specialized Gluon kernel (same partial sums and splits).
 """
 
 from __future__ import annotations
@@ -23,6 +26,11 @@ from ._common import (
     on_device_of, scheduled_tile, scores, seq_bucket, seq_layout, seeded_jit, sequence_bounds,
     tma_ready, visible,
 )
+
+try:
+    from . import flash_bwd_hopper
+except ImportError:  # a Triton without Gluon's Hopper API: every call takes the Triton kernel
+    flash_bwd_hopper = None
 
 LOG2E_C = tl.constexpr(LOG2E)
 
@@ -372,8 +380,13 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
                bd, key, dq_args, flags, tma_ok)
 
     # dK/dV: a program per key tile and KV head, or per key tile and part of a KV head's group
-    # (programs counted with 64-key tiles, those of most dK/dV configs).
-    splits = group_splits(ceil_div(int(max_seqlen_k), 64) * batch * hk, hq // hk,
+    # (programs counted with 64-key tiles, those of most dK/dV configs; 128 on Hopper's).
+    hopper = flash_bwd_hopper is not None and flash_bwd_hopper.covers(
+        q, varlen=varlen, window_left=window_left, window_right=window_right, causal=causal,
+        has_softcap=has_softcap, dropout_p=dropout_p, key_padding_mask=key_padding_mask,
+        tma_ok=tma_ok)
+    key_tile = flash_bwd_hopper.BLOCK_N if hopper else 64
+    splits = group_splits(ceil_div(int(max_seqlen_k), key_tile) * batch * hk, hq // hk,
                           sm_count(q.device))
     if splits > 1:
         dk_out = torch.empty((splits, *k.shape), device=k.device, dtype=torch.float32)
@@ -385,9 +398,15 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
                  *do_layout, *seq_layout(dk_out[0], varlen), *seq_layout(dv_out[0], varlen),
                  dk_out.stride(0), dv_out.stride(0), *lse_strides, stride_kpm,
                  *common, hq, hk, hq // hk, splits, head_dim, *tail)
-    _dkdv_launch(
-        lambda meta: (ceil_div(int(max_seqlen_k), meta["BLOCK_N"]), batch * hk * splits),
-        bd, (*key, splits), dkdv_args, flags, tma_ok)
+    if hopper:
+        with on_device_of(q):
+            flash_bwd_hopper.dkdv_hopper(q, k, v, dout, lse, delta, dk_out, dv_out,
+                                         softmax_scale=softmax_scale, causal=causal)
+        _dkdv_launch.last = flash_bwd_hopper.tile_record(head_dim)
+    else:
+        _dkdv_launch(
+            lambda meta: (ceil_div(int(max_seqlen_k), meta["BLOCK_N"]), batch * hk * splits),
+            bd, (*key, splits), dkdv_args, flags, tma_ok)
     if splits > 1:
         dk, dv = sum_partials(dk_out, k.dtype), sum_partials(dv_out, v.dtype)
     return dq, dk, dv

@@ -1,0 +1,162 @@
+"""The Gluon Hopper dK/dV (``kernels/flash_bwd_hopper.py``) against float64 and the Triton
+backward, then ``flash_attn_bwd`` timed with it and without it (H100/H200).
+
+Run: ``PYTHONPATH=$PWD python gpu/hopper_bwd_check.py --out results.json [--budget-s 400]``.
+Correctness: the flash rule for gradients (3x the plain-PyTorch error against float64) on odd
+lengths, GQA (with and without the group split), ``Sq != Sk`` both ways (causal rows that see no
+key), both dtypes, and Q/K/V in the (B, H, S, D) layout transposed, as Transformers passes them.
+Timing: ``do_bench`` medians of the whole backward (dQ, then dK/dV), the Triton dK/dV and each
+Gluon config alternating for ``--rounds`` rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import torch
+from triton.testing import do_bench
+
+from hf_stable_attn.kernels import LAUNCHES, flash_attn_bwd, flash_attn_fwd
+from hf_stable_attn.kernels import flash_bwd, flash_bwd_hopper
+from hf_stable_attn.shift_rule import shift_params
+from hf_stable_attn.testing import attention_oracle, fix_kwargs, launch_kwargs, max_error
+
+# (STAGES, consumer registers) tried per head dim; the first is the table's.
+CONFIGS = {128: [(2, 240), (3, 240)], 64: [(2, 232), (3, 232)]}
+
+
+def backward(dout, q, k, v, out, lse, causal, config):
+    """``flash_attn_bwd`` with the Gluon dK/dV at ``config``, or the Triton one (None)."""
+    kw = launch_kwargs(q.shape[1], k.shape[1], q.shape[-1], causal=causal)
+    if config is None:
+        saved, flash_bwd.flash_bwd_hopper = flash_bwd.flash_bwd_hopper, None
+        try:
+            return flash_attn_bwd(dout, q, k, v, out, lse, **kw)
+        finally:
+            flash_bwd.flash_bwd_hopper = saved
+    saved = flash_bwd_hopper.HOPPER_CONFIGS[q.shape[-1]]
+    flash_bwd_hopper.HOPPER_CONFIGS[q.shape[-1]] = config
+    try:
+        grads = flash_attn_bwd(dout, q, k, v, out, lse, **kw)
+    finally:
+        flash_bwd_hopper.HOPPER_CONFIGS[q.shape[-1]] = saved
+    assert LAUNCHES["dkdv"].last == flash_bwd_hopper.tile_record(q.shape[-1]), "not the Gluon path"
+    return grads
+
+
+def inputs(batch, sq, sk, hq, hk, d, dtype, seed, heads_outer=False):
+    """q (B, Sq, Hq, D), k, v (B, Sk, Hk, D), dout like q; with ``heads_outer`` views of
+    (B, H, S, D) tensors, as Transformers' attention interface passes them."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+
+    def draw(s, h):
+        if heads_outer:
+            return torch.randn(batch, h, s, d, device="cuda", dtype=dtype, generator=g).transpose(1, 2)
+        return torch.randn(batch, s, h, d, device="cuda", dtype=dtype, generator=g)
+    return draw(sq, hq), draw(sk, hk), draw(sk, hk), draw(sq, hq)
+
+
+def check(case, config):
+    batch, sq, sk, hq, hk, d, dtype, causal, heads_outer, whole_group = case
+    q, k, v, dout = inputs(batch, sq, sk, hq, hk, d, dtype, sq * 7 + d, heads_outer)
+    kw = launch_kwargs(sq, sk, d, causal=causal)
+    out, lse = flash_attn_fwd(q, k, v, **kw, **fix_kwargs(shift_params(dtype)))
+    saved = flash_bwd.PROGRAMS_PER_SM
+    if whole_group:  # one program sums every query head of its group (no split)
+        flash_bwd.PROGRAMS_PER_SM = 0
+    try:
+        got = backward(dout, q, k, v, out, lse, causal, config)
+        ref = backward(dout, q, k, v, out, lse, causal, None)
+    finally:
+        flash_bwd.PROGRAMS_PER_SM = saved
+    grads = {}
+    for compute_dtype in (torch.float64, dtype):
+        leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+        attention_oracle(*leaves, **kw, compute_dtype=compute_dtype).backward(dout.to(compute_dtype))
+        grads[compute_dtype] = [t.grad for t in leaves]
+    r = dict(case=str(case), config=config, ok=True)
+    for i, name in enumerate(("dq", "dk", "dv")):
+        err = max_error(got[i], grads[torch.float64][i])
+        base = max_error(grads[dtype][i], grads[torch.float64][i])
+        r[name] = dict(err=err, plain_err=base, vs_triton=max_error(got[i], ref[i]))
+        r["ok"] &= bool(err <= 3 * base + 1e-5 and not torch.isnan(got[i]).any())
+    return r
+
+
+def timing(shape, configs, rounds):
+    batch, s, hq, hk, d, causal = shape
+    q, k, v, dout = inputs(batch, s, s, hq, hk, d, torch.bfloat16, seed=1)
+    kw = launch_kwargs(s, s, d, causal=causal)
+    out, lse = flash_attn_fwd(q, k, v, **kw, **fix_kwargs(shift_params(torch.bfloat16)))
+    fns = {"triton": lambda: backward(dout, q, k, v, out, lse, causal, None)}
+    for c in configs:
+        fns[str(c)] = (lambda c=c: backward(dout, q, k, v, out, lse, causal, c))
+    for fn in fns.values():
+        fn()
+    ms = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            ms[name].append(do_bench(fn, warmup=25, rep=100, return_mode="median"))
+    flops = 2.5 * 4 * batch * hq * s * s * d / (2 if causal else 1)
+    med = {name: sorted(v)[len(v) // 2] for name, v in ms.items()}
+    return dict(shape=dict(batch=batch, seqlen=s, heads_q=hq, heads_kv=hk, head_dim=d,
+                           causal=causal),
+                ms=med, ms_rounds=ms, tflops={n: flops / m / 1e9 for n, m in med.items()})
+
+
+CASES = [  # batch, Sq, Sk, Hq, Hk, D, dtype, causal, (B, H, S, D) layout, no group split
+    (1, 2048, 2048, 4, 4, 128, torch.bfloat16, False, False, False),
+    (1, 2048, 2048, 4, 4, 64, torch.bfloat16, True, False, False),
+    (2, 2100, 2100, 8, 1, 128, torch.float16, True, False, False),  # GQA, group split
+    (2, 2100, 2100, 8, 2, 128, torch.bfloat16, True, False, True),  # GQA, 4 heads a program
+    (1, 3000, 2048, 2, 2, 128, torch.bfloat16, True, False, False),  # rows that see no key
+    (1, 2048, 3000, 2, 2, 64, torch.bfloat16, True, False, False),
+    (1, 2500, 2171, 4, 2, 64, torch.float16, False, True, True),
+    (1, 2200, 2200, 4, 1, 128, torch.bfloat16, True, True, False),
+]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--budget-s", type=float, default=400)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--head-dims", type=int, nargs="+", default=[128, 64])
+    ap.add_argument("--timing-only", action="store_true")
+    args = ap.parse_args()
+    t0 = time.time()
+    result = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, checks=[],
+                  timings=[])
+
+    def save():
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=1)
+
+    for case in ([] if args.timing_only else CASES):
+        if case[5] in args.head_dims:
+            r = check(case, CONFIGS[case[5]][0])
+            result["checks"].append(r)
+            print(json.dumps(r), flush=True)
+    save()
+    shapes = []
+    for d in args.head_dims:
+        h = 16 if d == 128 else 32
+        shapes += [(4, 4096, h, h, d, False), (4, 4096, h, h, d, True),
+                   (4, 4096, h, h // 8, d, False)]
+    for shape in shapes:
+        if time.time() - t0 > args.budget_s:
+            result["cut"] = f"budget reached before {shape}"
+            break
+        r = timing(shape, CONFIGS[shape[4]], args.rounds)
+        result["timings"].append(r)
+        print(json.dumps({k: r[k] for k in ("shape", "tflops")}), flush=True)
+        save()
+    save()
+    sys.exit(0 if all(c["ok"] for c in result["checks"]) else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,307 @@
+"""The dK/dV half of the backward on Hopper (sm_90), written in Gluon with the forward's warp
+specialization (``flash_fwd_hopper``), for the calls it covers; ``flash_bwd.flash_attn_bwd``
+sends every other call to the Triton kernel (docs/kernel_notes.md, v20a).
+
+Per 128-key tile (and KV head, and share of its query heads), three partitions: a 1-warp
+loader issues the TMA copies (the two 64-key halves of K and V once, then Q and dO tile by tile
+into a ring of ``STAGES`` slots), and two 4-warp consumers each own 64 keys. A consumer's step
+issues ``K Q^T`` and ``V dO^T`` as asynchronous wgmma, builds ``P^T`` from the scores and the
+forward's log-sum-exp (so the backward is the same with or without the fix), issues
+``dV += P^T dO`` while ``dP^T`` finishes, then ``dK += dS^T Q``, and releases the slot to the
+loader through "empty" mbarriers (two arrivals, one per consumer). The consumers share no
+barrier, so one's elementwise work runs during the other's matrix products.
+
+Covers: dense ``(B, S, H, D)`` bf16/fp16, head dim 64 or 128, causal (bottom-right aligned) or
+not, GQA (a program sums its share of the group's query heads, as the Triton kernel), where
+``_common.tma_ready`` holds. Not: packed sequences, windows, softcap, dropout, padding masks.
+Gluon does not run under the interpreter; the GPU suite tests this path
+(``tests/gpu/test_hopper_backward.py``). HF_STABLE_ATTN_GLUON=0 turns it off.
+"""
+
+from __future__ import annotations
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    mbarrier, tma, warpgroup_mma, warpgroup_mma_wait,
+)
+
+from ._common import LOG2E
+from . import flash_fwd_hopper
+
+LOG2E_C = gl.constexpr(LOG2E)
+BLOCK_N = 128  # keys per program: 64 per consumer
+BLOCK_M = 64  # queries per step
+
+
+@gluon.jit
+def _loader(k_desc, v_desc, q_base, do_base, lse_base, delta_base, dk_base, dv_base, k_smem,
+            v_smem, q_smem, do_smem, kv_bars, q_full, q_empty, do_full, do_empty, heads,
+            stride_qs, stride_qh, stride_ds, stride_dh, stride_lh, stride_dks, stride_dvs,
+            start_n, seqlen_q, seqlen_k, lo, qk_scale, softmax_scale):
+    """The load partition: each consumer's half of K and V, then for each query head of the
+    program, the Q and dO tiles from row ``lo`` on, each slot once both consumers released it."""
+    STAGES: gl.constexpr = q_smem.shape[0]
+    TILE_M: gl.constexpr = q_smem.shape[1]
+    HEAD_DIM: gl.constexpr = q_smem.shape[2]
+    for wg in gl.static_range(2):
+        mbarrier.expect(kv_bars.index(wg), 2 * k_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(k_desc, [start_n + wg * 64, 0], kv_bars.index(wg),
+                                        k_smem.index(wg))
+        tma.async_copy_global_to_shared(v_desc, [start_n + wg * 64, 0], kv_bars.index(wg),
+                                        v_smem.index(wg))
+    t = 0
+    for g in range(heads):
+        q_desc = tma.make_tensor_descriptor(q_base + g * stride_qh, [seqlen_q, HEAD_DIM],
+                                            [stride_qs, 1], [TILE_M, HEAD_DIM], q_smem.layout)
+        do_desc = tma.make_tensor_descriptor(do_base + g * stride_dh, [seqlen_q, HEAD_DIM],
+                                             [stride_ds, 1], [TILE_M, HEAD_DIM], do_smem.layout)
+        for m in range(lo, seqlen_q, TILE_M):
+            slot = t % STAGES
+            phase = (t // STAGES) & 1
+            mbarrier.wait(q_empty.index(slot), phase ^ 1)
+            mbarrier.expect(q_full.index(slot), q_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(q_desc, [m, 0], q_full.index(slot),
+                                            q_smem.index(slot))
+            mbarrier.wait(do_empty.index(slot), phase ^ 1)
+            mbarrier.expect(do_full.index(slot), do_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(do_desc, [m, 0], do_full.index(slot),
+                                            do_smem.index(slot))
+            t += 1
+
+
+@gluon.jit
+def _step(t, m, dk, dv, k, v, q_smem, do_smem, q_full, q_empty, do_full, do_empty, lse_h,
+          delta_h, n0, seqlen_q, diag, qk_scale, zero_s, s_layout: gl.constexpr,
+          op_layout: gl.constexpr, CAUSAL: gl.constexpr):
+    """One query tile (rows ``m`` onwards) against this consumer's 64 keys, in the transposed
+    orientation (scores (keys, queries)): returns the updated ``(dk, dv)`` accumulators. With
+    CAUSAL, key ``n`` counts for query row ``r`` where ``n <= r + diag`` (``diag`` large on
+    tiles below the diagonal: one step for both kinds of tile keeps the registers in bounds)."""
+    STAGES: gl.constexpr = q_smem.shape[0]
+    TILE_M: gl.constexpr = q_smem.shape[1]
+    slot = t % STAGES
+    phase = (t // STAGES) & 1
+    q = q_smem.index(slot)
+    do = do_smem.index(slot)
+    mbarrier.wait(q_full.index(slot), phase)
+    s_tok = warpgroup_mma(k, q.permute((1, 0)), zero_s, use_acc=False, is_async=True)
+    mbarrier.wait(do_full.index(slot), phase)
+    dp_tok = warpgroup_mma(v, do.permute((1, 0)), zero_s, use_acc=False, is_async=True)
+    cols = m + gl.arange(0, TILE_M, layout=gl.SliceLayout(0, s_layout))
+    col_ok = cols < seqlen_q
+    lse2 = gl.load(lse_h + cols, mask=col_ok, other=float("inf")) * LOG2E_C
+    s_t = warpgroup_mma_wait(1, deps=(s_tok,))
+    p_t = gl.exp2(s_t * qk_scale - gl.expand_dims(lse2, 0))
+    if CAUSAL:
+        keys = n0 + gl.arange(0, 64, layout=gl.SliceLayout(1, s_layout))
+        p_t = gl.where(gl.expand_dims(keys, 1) <= gl.expand_dims(cols + diag, 0), p_t, 0.0)
+    dtype: gl.constexpr = q_smem.dtype
+    dv_tok = warpgroup_mma(gl.convert_layout(p_t.to(dtype), op_layout), do, dv, is_async=True)
+    delta = gl.load(delta_h + cols, mask=col_ok, other=0.0)
+    dp_t = warpgroup_mma_wait(1, deps=(dp_tok,))
+    ds_t = p_t * (dp_t - gl.expand_dims(delta, 0))
+    dk_tok = warpgroup_mma(gl.convert_layout(ds_t.to(dtype), op_layout), q, dk, is_async=True)
+    dv, dk = warpgroup_mma_wait(0, deps=(dv_tok, dk_tok))
+    mbarrier.arrive(q_empty.index(slot), count=1)
+    mbarrier.arrive(do_empty.index(slot), count=1)
+    return dk, dv
+
+
+@gluon.jit
+def _consume(WG: gl.constexpr, k_desc, v_desc, q_base, do_base, lse_base, delta_base, dk_base,
+             dv_base, k_smem, v_smem, q_smem, do_smem, kv_bars, q_full, q_empty, do_full,
+             do_empty, heads, stride_qs, stride_qh, stride_ds, stride_dh, stride_lh,
+             stride_dks, stride_dvs, start_n, seqlen_q, seqlen_k, lo, qk_scale, softmax_scale):
+    """One consumer partition (4 warps): keys ``start_n + 64 WG`` onwards. (The compile-time
+    sizes come from the buffers' shapes and CAUSAL from ``kv_bars``' length, 2 + 2 CAUSAL:
+    warp_specialize passes its arguments as run-time values.)"""
+    STAGES: gl.constexpr = q_smem.shape[0]
+    TILE_M: gl.constexpr = q_smem.shape[1]
+    HEAD_DIM: gl.constexpr = q_smem.shape[2]
+    CAUSAL: gl.constexpr = kv_bars.shape[0] == 4
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, TILE_M, 16])
+    kv_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16])
+    op_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=kv_layout, k_width=2)
+    n0 = start_n + WG * 64
+    diag = seqlen_k - seqlen_q
+    # Query rows from the loader's ``lo``: [lo, mine) only the other consumer's keys see
+    # (released unread), [mine, full_lo) cut by the diagonal, [full_lo, seqlen_q) see all 64
+    # keys (rows past the end have zero Q and dO and infinite lse: no mask needed).
+    mine = lo
+    full_lo = lo
+    if CAUSAL:
+        mine = gl.minimum((gl.maximum(n0 - diag, 0) // TILE_M) * TILE_M, seqlen_q)
+        full_lo = gl.cdiv(gl.maximum(n0 + 63 - diag, 0), TILE_M) * TILE_M
+    k = k_smem.index(WG)
+    v = v_smem.index(WG)
+    zero_s = gl.zeros([64, TILE_M], gl.float32, layout=s_layout)
+    dk = gl.zeros([64, HEAD_DIM], gl.float32, layout=kv_layout)
+    dv = gl.zeros([64, HEAD_DIM], gl.float32, layout=kv_layout)
+    consts = (k, v, q_smem, do_smem, q_full, q_empty, do_full, do_empty)
+    mbarrier.wait(kv_bars.index(WG), 0)
+    t = 0
+    for g in range(heads):
+        lse_h = lse_base + g * stride_lh
+        delta_h = delta_base + g * stride_lh
+        for m in range(lo, mine, TILE_M):
+            slot = t % STAGES
+            phase = (t // STAGES) & 1
+            mbarrier.wait(q_full.index(slot), phase)
+            mbarrier.arrive(q_empty.index(slot), count=1)
+            mbarrier.wait(do_full.index(slot), phase)
+            mbarrier.arrive(do_empty.index(slot), count=1)
+            t += 1
+        for m in range(mine, seqlen_q, TILE_M):
+            tile_diag = gl.where(m < full_lo, diag, seqlen_k)
+            dk, dv = _step(t, m, dk, dv, *consts, lse_h, delta_h, n0, seqlen_q, tile_diag,
+                           qk_scale, zero_s, s_layout, op_layout, CAUSAL)
+            t += 1
+
+    rows = n0 + gl.arange(0, 64, layout=gl.SliceLayout(1, kv_layout))
+    cols = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, kv_layout))
+    ok = gl.expand_dims(rows < seqlen_k, 1) & gl.expand_dims(cols < HEAD_DIM, 0)
+    rows64 = gl.expand_dims(rows.to(gl.int64), 1)
+    gl.store(dk_base + rows64 * stride_dks + gl.expand_dims(cols, 0),
+             (dk * softmax_scale).to(dk_base.dtype.element_ty), mask=ok)
+    gl.store(dv_base + rows64 * stride_dvs + gl.expand_dims(cols, 0),
+             dv.to(dv_base.dtype.element_ty), mask=ok)
+
+
+@gluon.jit
+def _consumer0(k_desc, v_desc, q_base, do_base, lse_base, delta_base, dk_base, dv_base, k_smem,
+               v_smem, q_smem, do_smem, kv_bars, q_full, q_empty, do_full, do_empty, heads,
+               stride_qs, stride_qh, stride_ds, stride_dh, stride_lh, stride_dks, stride_dvs,
+               start_n, seqlen_q, seqlen_k, lo, qk_scale, softmax_scale):
+    _consume(0, k_desc, v_desc, q_base, do_base, lse_base, delta_base, dk_base, dv_base, k_smem,
+             v_smem, q_smem, do_smem, kv_bars, q_full, q_empty, do_full, do_empty, heads,
+             stride_qs, stride_qh, stride_ds, stride_dh, stride_lh, stride_dks, stride_dvs,
+             start_n, seqlen_q, seqlen_k, lo, qk_scale, softmax_scale)
+
+
+@gluon.jit
+def _consumer1(k_desc, v_desc, q_base, do_base, lse_base, delta_base, dk_base, dv_base, k_smem,
+               v_smem, q_smem, do_smem, kv_bars, q_full, q_empty, do_full, do_empty, heads,
+               stride_qs, stride_qh, stride_ds, stride_dh, stride_lh, stride_dks, stride_dvs,
+               start_n, seqlen_q, seqlen_k, lo, qk_scale, softmax_scale):
+    _consume(1, k_desc, v_desc, q_base, do_base, lse_base, delta_base, dk_base, dv_base, k_smem,
+             v_smem, q_smem, do_smem, kv_bars, q_full, q_empty, do_full, do_empty, heads,
+             stride_qs, stride_qh, stride_ds, stride_dh, stride_lh, stride_dks, stride_dvs,
+             start_n, seqlen_q, seqlen_k, lo, qk_scale, softmax_scale)
+
+
+@gluon.jit
+def _dkdv_ws_kernel(
+    Q, K, V, DO, LSE, DELTA, DK, DV,
+    stride_qb, stride_qs, stride_qh,
+    stride_kb, stride_ks, stride_kh,
+    stride_vb, stride_vs, stride_vh,
+    stride_db, stride_ds, stride_dh,
+    stride_dkb, stride_dks, stride_dkh,
+    stride_dvb, stride_dvs, stride_dvh,
+    stride_split_dk, stride_split_dv,
+    stride_lb, stride_lh,
+    seqlen_q, seqlen_k, num_heads_k, group, splits,
+    qk_scale, softmax_scale,
+    CAUSAL: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
+    CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr,
+):
+    dtype: gl.constexpr = Q.dtype.element_ty
+    tile_shared: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, HEAD_DIM], dtype)
+    start_n = gl.program_id(0) * 128
+    split = gl.program_id(1) % splits  # this program's share of the group's query heads
+    bh = gl.program_id(1) // splits
+    b64 = (bh // num_heads_k).to(gl.int64)
+    hk = bh % num_heads_k
+    heads = group // splits
+    h0 = hk * group + split * heads
+    k_desc = tma.make_tensor_descriptor(K + b64 * stride_kb + hk * stride_kh, [seqlen_k, HEAD_DIM],
+                                        [stride_ks, 1], [64, HEAD_DIM], tile_shared)
+    v_desc = tma.make_tensor_descriptor(V + b64 * stride_vb + hk * stride_vh, [seqlen_k, HEAD_DIM],
+                                        [stride_vs, 1], [64, HEAD_DIM], tile_shared)
+    q_base = Q + b64 * stride_qb + h0 * stride_qh
+    do_base = DO + b64 * stride_db + h0 * stride_dh
+    lse_base = LSE + b64 * stride_lb + h0 * stride_lh
+    delta_base = DELTA + b64 * stride_lb + h0 * stride_lh
+    dk_base = DK + split * stride_split_dk + b64 * stride_dkb + hk * stride_dkh
+    dv_base = DV + split * stride_split_dv + b64 * stride_dvb + hk * stride_dvh
+    lo = 0
+    if CAUSAL:  # the first query row that sees key start_n, down to a tile edge
+        lo = gl.minimum((gl.maximum(start_n - (seqlen_k - seqlen_q), 0) // 64) * 64, seqlen_q)
+
+    k_smem = gl.allocate_shared_memory(dtype, [2, 64, HEAD_DIM], tile_shared)
+    v_smem = gl.allocate_shared_memory(dtype, [2, 64, HEAD_DIM], tile_shared)
+    q_smem = gl.allocate_shared_memory(dtype, [STAGES, 64, HEAD_DIM], tile_shared)
+    do_smem = gl.allocate_shared_memory(dtype, [STAGES, 64, HEAD_DIM], tile_shared)
+    # The partitions read CAUSAL from kv_bars' length (2 + 2 CAUSAL): warp_specialize passes
+    # its arguments as run-time values.
+    N_KV_BARS: gl.constexpr = 4 if CAUSAL else 2
+    kv_bars = gl.allocate_shared_memory(gl.int64, [N_KV_BARS, 1], mbarrier.MBarrierLayout())
+    q_full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    do_full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    do_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(N_KV_BARS):
+        mbarrier.init(kv_bars.index(i), count=1)
+    for i in gl.static_range(STAGES):
+        mbarrier.init(q_full.index(i), count=1)
+        mbarrier.init(do_full.index(i), count=1)
+        mbarrier.init(q_empty.index(i), count=2)
+        mbarrier.init(do_empty.index(i), count=2)
+
+    args = (k_desc, v_desc, q_base, do_base, lse_base, delta_base, dk_base, dv_base, k_smem,
+            v_smem, q_smem, do_smem, kv_bars, q_full, q_empty, do_full, do_empty, heads,
+            stride_qs, stride_qh, stride_ds, stride_dh, stride_lh, stride_dks, stride_dvs,
+            start_n, seqlen_q, seqlen_k, lo, qk_scale, softmax_scale)
+    gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_loader, args)], [4, 1],
+                       [CONSUMER_REGS, 24])
+
+
+# (STAGES, consumer registers) per head dim; 128-key tiles (two consumers), 64-row query tiles.
+HOPPER_CONFIGS = {64: (2, 232), 128: (2, 240)}
+
+
+def covers(q, *, varlen, window_left, window_right, causal, has_softcap, dropout_p,
+           key_padding_mask, tma_ok) -> bool:
+    """Whether ``flash_bwd.flash_attn_bwd``'s dK/dV goes to this kernel: one it covers (see the
+    module docstring); ``tma_ok`` is ``_common.tma_ready`` of the backward's tensors."""
+    return (flash_fwd_hopper.ENABLED and tma_ok and not varlen and q.shape[-1] in HOPPER_CONFIGS
+            and window_left < 0 and (causal or window_right < 0) and not has_softcap
+            and dropout_p == 0.0 and key_padding_mask is None
+            and flash_fwd_hopper._is_sm90(q.device.index))
+
+
+def tile_record(head_dim: int) -> tuple[int, int, int, int, bool]:
+    """The launch's config as ``TiledLaunch.last`` spells one (BLOCK_M, BLOCK_N, warps, stages,
+    TMA): 12 warps (two consumer warpgroups and the loader's) mark this kernel."""
+    return BLOCK_M, BLOCK_N, 12, HOPPER_CONFIGS[head_dim][0], True
+
+
+def dkdv_hopper(q, k, v, dout, lse, delta, dk_out, dv_out, *, softmax_scale, causal,
+                config=None):
+    """dK and dV of dense q, dout (B, Sq, Hq, D), k, v (B, Sk, Hk, D) into ``dk_out``,
+    ``dv_out`` (splits, B, Sk, Hk, D): split ``i`` sums its ``Hq / Hk / splits`` query heads of
+    each group. ``lse`` the forward's, ``delta`` = rowsum(dO * O), both fp32 (B, Hq, Sq).
+    ``config`` (STAGES, consumer registers) overrides the table."""
+    batch, sq, hq, head_dim = q.shape
+    sk, hk = k.shape[1], k.shape[2]
+    splits = dk_out.shape[0]
+    stages, regs = config or HOPPER_CONFIGS[head_dim]
+    grid = (-(-sk // BLOCK_N), batch * hk * splits)
+    _dkdv_ws_kernel[grid](
+        q, k, v, dout, lse, delta, dk_out, dv_out,
+        q.stride(0), q.stride(1), q.stride(2),
+        k.stride(0), k.stride(1), k.stride(2),
+        v.stride(0), v.stride(1), v.stride(2),
+        dout.stride(0), dout.stride(1), dout.stride(2),
+        dk_out.stride(1), dk_out.stride(2), dk_out.stride(3),
+        dv_out.stride(1), dv_out.stride(2), dv_out.stride(3),
+        dk_out.stride(0), dv_out.stride(0),
+        lse.stride(0), lse.stride(1),
+        sq, sk, hk, hq // hk, splits,
+        float(softmax_scale * LOG2E), float(softmax_scale),
+        CAUSAL=bool(causal), HEAD_DIM=head_dim, STAGES=stages, CONSUMER_REGS=regs,
+        num_warps=4,
+    )

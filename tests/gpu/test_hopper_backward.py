@@ -1,0 +1,81 @@
+"""The Gluon dK/dV of ``kernels/flash_bwd_hopper.py`` on an sm_90 GPU (``pytest -m gpu``): the
+calls it covers reach it through ``flash_attn_bwd`` and meet the float64 rule for gradients;
+the calls it does not cover take the Triton kernel."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available()
+                       or torch.cuda.get_device_capability() != (9, 0), reason="needs an sm_90 GPU"),
+]
+
+if torch.cuda.is_available():
+    from hf_stable_attn.kernels import LAUNCHES, flash_attn_bwd, flash_attn_fwd
+    from hf_stable_attn.kernels import flash_bwd, flash_bwd_hopper
+
+from hf_stable_attn.shift_rule import shift_params  # noqa: E402
+from hf_stable_attn.testing import (  # noqa: E402
+    attention_oracle, check_flash_rule, fix_kwargs, launch_kwargs,
+)
+
+CASES = [  # batch, Sq, Sk, Hq, Hk, D, dtype, causal, (B, H, S, D) layout, no group split
+    (1, 2048, 2048, 4, 4, 128, torch.bfloat16, False, False, False),
+    (2, 2100, 2100, 8, 1, 128, torch.float16, True, False, False),
+    (2, 2100, 2100, 8, 2, 64, torch.bfloat16, True, False, True),
+    (1, 3000, 2048, 2, 2, 128, torch.bfloat16, True, True, False),  # rows that see no key
+    (1, 2048, 3000, 2, 2, 64, torch.bfloat16, True, False, False),
+    (1, 2500, 2171, 4, 2, 64, torch.float16, False, True, True),
+]
+
+
+def _inputs(batch, sq, sk, hq, hk, d, dtype, heads_outer, seed):
+    """q, k, v, dout; with ``heads_outer`` views of (B, H, S, D) tensors, as Transformers'
+    attention interface passes them."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+
+    def draw(s, h):
+        shape = (batch, h, s, d) if heads_outer else (batch, s, h, d)
+        t = torch.randn(*shape, device="cuda", dtype=dtype, generator=g)
+        return t.transpose(1, 2) if heads_outer else t
+    return draw(sq, hq), draw(sk, hk), draw(sk, hk), draw(sq, hq)
+
+
+def _exact_and_plain(q, k, v, dout, kw):
+    grads = []
+    for compute_dtype in (torch.float64, q.dtype):
+        leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+        attention_oracle(*leaves, **kw, compute_dtype=compute_dtype).backward(
+            dout.to(compute_dtype))
+        grads.append([t.grad for t in leaves])
+    return grads
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[1]}x{c[2]}-h{c[3]}:{c[4]}-d{c[5]}-"
+                         f"{str(c[6])[6:]}{'-causal' if c[7] else ''}{'-bhsd' if c[8] else ''}"
+                         f"{'-whole-group' if c[9] else ''}")
+def test_covered_calls_take_the_gluon_dkdv_and_meet_the_float64_rule(case, monkeypatch):
+    *shape, dtype, causal, heads_outer, whole_group = case
+    q, k, v, dout = _inputs(*shape, dtype, heads_outer, seed=sum(shape))
+    kw = launch_kwargs(q.shape[1], k.shape[1], q.shape[-1], causal=causal)
+    out, lse = flash_attn_fwd(q, k, v, **kw, **fix_kwargs(shift_params(dtype)))
+    if whole_group:  # one program sums every query head of its group
+        monkeypatch.setattr(flash_bwd, "PROGRAMS_PER_SM", 0)
+    LAUNCHES["dkdv"].last = None
+    grads = flash_attn_bwd(dout, q, k, v, out, lse, **kw)
+    assert LAUNCHES["dkdv"].last == flash_bwd_hopper.tile_record(q.shape[-1])
+    exact, plain = _exact_and_plain(q, k, v, dout, kw)
+    for name, got, p, e in zip(("dq", "dk", "dv"), grads, plain, exact):
+        check_flash_rule(name, got, p, e, 3.0)
+
+
+def test_a_window_takes_the_triton_dkdv():
+    q, k, v, dout = _inputs(1, 2048, 2048, 2, 2, 128, torch.bfloat16, False, seed=3)
+    kw = launch_kwargs(2048, 2048, 128, causal=True, window_left=100)
+    out, lse = flash_attn_fwd(q, k, v, **kw, **fix_kwargs(shift_params(q.dtype)))
+    LAUNCHES["dkdv"].last = None
+    flash_attn_bwd(dout, q, k, v, out, lse, **kw)
+    assert LAUNCHES["dkdv"].last not in (None, flash_bwd_hopper.tile_record(128))
