@@ -41,9 +41,10 @@ def backward(dout, q, k, v, out, lse, causal, config):
     flash_bwd_hopper.HOPPER_CONFIGS[q.shape[-1]] = config
     try:
         grads = flash_attn_bwd(dout, q, k, v, out, lse, **kw)
+        assert LAUNCHES["dkdv"].last == flash_bwd_hopper.tile_record(q.shape[-1]), \
+            "not the Gluon path"
     finally:
         flash_bwd_hopper.HOPPER_CONFIGS[q.shape[-1]] = saved
-    assert LAUNCHES["dkdv"].last == flash_bwd_hopper.tile_record(q.shape[-1]), "not the Gluon path"
     return grads
 
 
