@@ -1,12 +1,13 @@
-"""Which forward calls go to the Gluon kernel (``kernels/flash_fwd_hopper.covers``), on the CPU:
-the kernel itself runs only on an sm_90 GPU (``tests/gpu/test_hopper_forward.py``)."""
+"""Which forward and dK/dV calls go to the Gluon kernels (``kernels/flash_fwd_hopper.covers``,
+``kernels/flash_bwd_hopper.covers``), on the CPU: the kernels themselves run only on an sm_90 GPU
+(``tests/gpu/test_hopper_forward.py``, ``tests/gpu/test_hopper_backward.py``)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from hf_stable_attn.kernels import flash_fwd_hopper
+from hf_stable_attn.kernels import flash_bwd_hopper, flash_fwd_hopper
 
 COVERED = dict(stabilize=True, varlen=False, causal=True, window_left=-1, window_right=0, has_softcap=False,
                dropout_p=0.0, key_padding_mask=None, shift_single=False, return_shift=False,
@@ -66,3 +67,34 @@ def test_other_gpus_and_the_switch_take_the_triton_forward(monkeypatch):
 def test_the_record_marks_the_gluon_kernel():
     assert flash_fwd_hopper.tile_record(128) == (128, *flash_fwd_hopper.HOPPER_CONFIGS[128][:1],
                                                  12, flash_fwd_hopper.HOPPER_CONFIGS[128][1], True)
+
+
+BWD_COVERED = dict(varlen=False, window_left=-1, window_right=-1, causal=True,
+                   has_softcap=False, dropout_p=0.0, key_padding_mask=None, tma_ok=True)
+
+
+def test_a_dense_head_dim_128_backward_takes_the_gluon_dkdv(sm90):
+    assert flash_bwd_hopper.covers(_q(), **BWD_COVERED)
+    assert flash_bwd_hopper.covers(_q(), **{**BWD_COVERED, "causal": False})
+
+
+def test_head_dim_64_takes_the_triton_dkdv(sm90):
+    """Measured slower there (kernel_notes v20a)."""
+    assert not flash_bwd_hopper.covers(_q(64), **BWD_COVERED)
+
+
+@pytest.mark.parametrize("change", [
+    {"tma_ok": False}, {"varlen": True}, {"causal": False, "window_right": 0},
+    {"window_left": 16}, {"has_softcap": True}, {"dropout_p": 0.1},
+    {"key_padding_mask": torch.ones(1, 128, dtype=torch.bool)},
+], ids=lambda c: next(iter(c)))
+def test_every_feature_the_dkdv_kernel_lacks_takes_the_triton_one(sm90, change):
+    assert not flash_bwd_hopper.covers(_q(), **{**BWD_COVERED, **change})
+
+
+def test_other_gpus_and_the_switch_take_the_triton_dkdv(monkeypatch):
+    monkeypatch.setattr(flash_fwd_hopper, "_is_sm90", lambda index: False)
+    assert not flash_bwd_hopper.covers(_q(), **BWD_COVERED)
+    monkeypatch.setattr(flash_fwd_hopper, "_is_sm90", lambda index: True)
+    monkeypatch.setattr(flash_fwd_hopper, "ENABLED", False)
+    assert not flash_bwd_hopper.covers(_q(), **BWD_COVERED)

@@ -1,6 +1,6 @@
 """The Gluon dK/dV of ``kernels/flash_bwd_hopper.py`` on an sm_90 GPU (``pytest -m gpu``): the
 calls it covers reach it through ``flash_attn_bwd`` and meet the float64 rule for gradients;
-the calls it does not cover take the Triton kernel."""
+the calls it does not cover, and head dim 64 (measured slower), take the Triton kernel."""
 
 from __future__ import annotations
 
@@ -64,6 +64,7 @@ def test_covered_calls_take_the_gluon_dkdv_and_meet_the_float64_rule(case, monke
     out, lse = flash_attn_fwd(q, k, v, **kw, **fix_kwargs(shift_params(dtype)))
     if whole_group:  # one program sums every query head of its group
         monkeypatch.setattr(flash_bwd, "PROGRAMS_PER_SM", 0)
+    monkeypatch.setattr(flash_bwd_hopper, "FASTER", {64, 128})  # the kernel at D64 too
     LAUNCHES["dkdv"].last = None
     grads = flash_attn_bwd(dout, q, k, v, out, lse, **kw)
     assert LAUNCHES["dkdv"].last == flash_bwd_hopper.tile_record(q.shape[-1])
@@ -72,10 +73,11 @@ def test_covered_calls_take_the_gluon_dkdv_and_meet_the_float64_rule(case, monke
         check_flash_rule(name, got, p, e, 3.0)
 
 
-def test_a_window_takes_the_triton_dkdv():
-    q, k, v, dout = _inputs(1, 2048, 2048, 2, 2, 128, torch.bfloat16, False, seed=3)
-    kw = launch_kwargs(2048, 2048, 128, causal=True, window_left=100)
+@pytest.mark.parametrize("head_dim, window_left", [(128, 100), (64, -1)])
+def test_a_window_or_head_dim_64_takes_the_triton_dkdv(head_dim, window_left):
+    q, k, v, dout = _inputs(1, 2048, 2048, 2, 2, head_dim, torch.bfloat16, False, seed=3)
+    kw = launch_kwargs(2048, 2048, head_dim, causal=True, window_left=window_left)
     out, lse = flash_attn_fwd(q, k, v, **kw, **fix_kwargs(shift_params(q.dtype)))
     LAUNCHES["dkdv"].last = None
     flash_attn_bwd(dout, q, k, v, out, lse, **kw)
-    assert LAUNCHES["dkdv"].last not in (None, flash_bwd_hopper.tile_record(128))
+    assert LAUNCHES["dkdv"].last not in (None, flash_bwd_hopper.tile_record(head_dim))
