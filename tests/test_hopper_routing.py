@@ -56,14 +56,6 @@ def test_other_head_dims_take_the_triton_forward(sm90, head_dim):
     assert not flash_fwd_hopper.covers(_q(head_dim), **COVERED)
 
 
-def test_other_gpus_and_the_switch_take_the_triton_forward(monkeypatch):
-    monkeypatch.setattr(flash_fwd_hopper, "_is_sm90", lambda index: False)
-    assert not flash_fwd_hopper.covers(_q(), **COVERED)
-    monkeypatch.setattr(flash_fwd_hopper, "_is_sm90", lambda index: True)
-    monkeypatch.setattr(flash_fwd_hopper, "ENABLED", False)
-    assert not flash_fwd_hopper.covers(_q(), **COVERED)
-
-
 def test_the_record_marks_the_gluon_kernel():
     assert flash_fwd_hopper.tile_record(128) == (128, *flash_fwd_hopper.HOPPER_CONFIGS[128][:1],
                                                  12, flash_fwd_hopper.HOPPER_CONFIGS[128][1], True)
@@ -92,9 +84,13 @@ def test_every_feature_the_dkdv_kernel_lacks_takes_the_triton_one(sm90, change):
     assert not flash_bwd_hopper.covers(_q(), **{**BWD_COVERED, **change})
 
 
-def test_other_gpus_and_the_switch_take_the_triton_dkdv(monkeypatch):
+@pytest.mark.parametrize("module, covered", [(flash_fwd_hopper, COVERED),
+                                             (flash_bwd_hopper, BWD_COVERED)],
+                         ids=["forward", "dkdv"])
+def test_other_gpus_and_the_switch_take_the_triton_kernels(monkeypatch, module, covered):
+    """Both Gluon kernels follow the forward module's GPU test and HF_STABLE_ATTN_GLUON."""
     monkeypatch.setattr(flash_fwd_hopper, "_is_sm90", lambda index: False)
-    assert not flash_bwd_hopper.covers(_q(), **BWD_COVERED)
+    assert not module.covers(_q(), **covered)
     monkeypatch.setattr(flash_fwd_hopper, "_is_sm90", lambda index: True)
     monkeypatch.setattr(flash_fwd_hopper, "ENABLED", False)
-    assert not flash_bwd_hopper.covers(_q(), **BWD_COVERED)
+    assert not module.covers(_q(), **covered)
