@@ -394,16 +394,16 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
     else:
         dk, dv = torch.empty_like(k), torch.empty_like(v)
         dk_out, dv_out = dk.unsqueeze(0), dv.unsqueeze(0)
-    dkdv_args = (q, k, v, dout, lse, delta, dk_out, dv_out, cu_q, cu_k, kpm, *qkv,
-                 *do_layout, *seq_layout(dk_out[0], varlen), *seq_layout(dv_out[0], varlen),
-                 dk_out.stride(0), dv_out.stride(0), *lse_strides, stride_kpm,
-                 *common, hq, hk, hq // hk, splits, head_dim, *tail)
     if hopper:
         with on_device_of(q):
             flash_bwd_hopper.dkdv_hopper(q, k, v, dout, lse, delta, dk_out, dv_out,
                                          softmax_scale=softmax_scale, causal=causal)
         _dkdv_launch.last = flash_bwd_hopper.tile_record(head_dim)
     else:
+        dkdv_args = (q, k, v, dout, lse, delta, dk_out, dv_out, cu_q, cu_k, kpm, *qkv,
+                     *do_layout, *seq_layout(dk_out[0], varlen), *seq_layout(dv_out[0], varlen),
+                     dk_out.stride(0), dv_out.stride(0), *lse_strides, stride_kpm,
+                     *common, hq, hk, hq // hk, splits, head_dim, *tail)
         _dkdv_launch(
             lambda meta: (ceil_div(int(max_seqlen_k), meta["BLOCK_N"]), batch * hk * splits),
             bd, (*key, splits), dkdv_args, flags, tma_ok)

@@ -13,9 +13,10 @@ barrier, so one's elementwise work runs during the other's matrix products.
 
 Covers: dense ``(B, S, H, D)`` bf16/fp16, head dim 64 or 128, causal (bottom-right aligned) or
 not, GQA (a program sums its share of the group's query heads, as the Triton kernel), where
-``_common.tma_ready`` holds; ``covers`` routes the head dims measured faster (128). Not: packed sequences, windows, softcap, dropout, padding masks.
-Gluon does not run under the interpreter; the GPU suite tests this path
-(``tests/gpu/test_hopper_backward.py``). HF_STABLE_ATTN_GLUON=0 turns it off.
+``_common.tma_ready`` holds; ``covers`` routes the head dims measured faster (128). Not:
+packed sequences, windows, softcap, dropout, padding masks. Gluon does not run under the
+interpreter; the GPU suite tests this path (``tests/gpu/test_hopper_backward.py``).
+HF_STABLE_ATTN_GLUON=0 turns it off.
 """
 
 from __future__ import annotations
