@@ -268,15 +268,11 @@ HOPPER_CONFIGS = {64: (2, 232), 128: (3, 240)}
 FASTER = {128}
 
 
-def covers(q, *, varlen, window_left, window_right, causal, has_softcap, dropout_p,
-           key_padding_mask, tma_ok) -> bool:
+def covers(q, **features) -> bool:
     """Whether ``flash_bwd.flash_attn_bwd``'s dK/dV goes to this kernel: one it covers (see the
-    module docstring) and measured faster on (``FASTER``); ``tma_ok`` is
-    ``_common.tma_ready`` of the backward's tensors."""
-    return (flash_fwd_hopper.ENABLED and tma_ok and not varlen and q.shape[-1] in FASTER
-            and window_left < 0 and (causal or window_right < 0) and not has_softcap
-            and dropout_p == 0.0 and key_padding_mask is None
-            and flash_fwd_hopper._is_sm90(q.device.index))
+    module docstring; ``features`` are ``flash_fwd_hopper.plain_dense_sm90``'s, ``tma_ok``
+    ``_common.tma_ready`` of the backward's tensors) and measured faster on (``FASTER``)."""
+    return q.shape[-1] in FASTER and flash_fwd_hopper.plain_dense_sm90(q, **features)
 
 
 def tile_record(head_dim: int) -> tuple[int, int, int, int, bool]:

@@ -332,17 +332,25 @@ def _is_sm90(index: int) -> bool:
     return torch.cuda.get_device_capability(index) == (9, 0)
 
 
-def covers(q, *, stabilize, varlen, causal, window_left, window_right, has_softcap, dropout_p,
-           key_padding_mask, shift_single, return_shift, tma_ok) -> bool:
+def plain_dense_sm90(q, *, varlen, causal, window_left, window_right, has_softcap, dropout_p,
+                     key_padding_mask, tma_ok) -> bool:
+    """What both Gluon kernels (this forward, ``flash_bwd_hopper``'s dK/dV) need of a call:
+    Gluon on (``ENABLED``), TMA-ready tensors, the dense layout, causal or no mask (no window,
+    softcap, dropout or padding mask), an sm_90 GPU (tested last: the first test of a device
+    asks CUDA)."""
+    return (ENABLED and tma_ok and not varlen and window_left < 0
+            and (causal or window_right < 0) and not has_softcap and dropout_p == 0.0
+            and key_padding_mask is None and _is_sm90(q.device.index))
+
+
+def covers(q, *, stabilize, shift_single, return_shift, **features) -> bool:
     """Whether ``flash_fwd.flash_attn_fwd``'s call goes to this kernel: one it covers (see the
-    module docstring) and measured faster on (``FASTER``, and at least one full 128-row query
-    tile: decoding steps and short chunks stay on the tuned Triton kernel); ``tma_ok`` is
-    ``_common.tma_ready`` of K and V (the caller checks Q's after this cheaper test)."""
-    return (ENABLED and tma_ok and not varlen and (q.shape[-1], bool(stabilize)) in FASTER
-            and q.shape[1] >= 128
-            and window_left < 0 and (causal or window_right < 0) and not has_softcap
-            and dropout_p == 0.0 and key_padding_mask is None and not shift_single
-            and not return_shift and _is_sm90(q.device.index))
+    module docstring; ``features`` are ``plain_dense_sm90``'s) and measured faster on
+    (``FASTER``, and at least one full 128-row query tile: decoding steps and short chunks stay
+    on the tuned Triton kernel); ``tma_ok`` is ``_common.tma_ready`` of K and V (the caller
+    checks Q's after this cheaper test)."""
+    return ((q.shape[-1], bool(stabilize)) in FASTER and q.shape[1] >= 128
+            and not shift_single and not return_shift and plain_dense_sm90(q, **features))
 
 
 def tile_record(head_dim: int) -> tuple[int, int, int, int, bool]:
