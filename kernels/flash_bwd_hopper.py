@@ -264,7 +264,8 @@ def _dkdv_ws_kernel(
 # Measured on an H100 (docs/kernel_notes.md, v20a).
 HOPPER_CONFIGS = {64: (2, 232), 128: (3, 240)}
 # Head dims where this kernel measured faster than the Triton dK/dV on an H100 (v20a, S 4096,
-# the whole backward: +2% to +5% at 128, -4% to -7% at 64, so 64 stays on Triton).
+# the whole backward: +2.2% to +5.3% at 128 with 3 stages; 0% to -7% at 64 with 2 stages,
+# -5% to -10% with 3, so 64 stays on Triton).
 FASTER = {128}
 
 
