@@ -1,5 +1,5 @@
-"""The Gluon Hopper dK/dV (``kernels/flash_bwd_hopper.py``) against float64 and the Triton
-backward, then ``flash_attn_bwd`` timed with it and without it (H100/H200).
+"""The Gluon Hopper dK/dV and dQ (``kernels/flash_bwd_hopper.py``) against float64 and the
+Triton backward, then ``flash_attn_bwd`` timed with them and without them (H100/H200).
 
 Run: ``PYTHONPATH=$PWD python gpu/hopper_bwd_check.py --out results.json [--budget-s 400]``.
 Correctness: the flash rule for gradients (3x the plain-PyTorch error against float64) on odd
@@ -25,12 +25,15 @@ from hf_stable_attn.kernels import flash_bwd, flash_bwd_hopper
 from hf_stable_attn.shift_rule import shift_params
 from hf_stable_attn.testing import attention_oracle, fix_kwargs, launch_kwargs, max_error
 
-# (STAGES, consumer registers) tried per head dim; the first is the table's.
+# (STAGES, consumer registers) of the dK/dV and (BLOCK_N, STAGES, consumer registers) of the
+# dQ tried per head dim; the first of each is the table's.
 CONFIGS = {128: [(3, 240), (2, 240)], 64: [(2, 232), (3, 232)]}
+DQ_CONFIGS = {128: [(64, 3, 240), (128, 2, 240)], 64: [(128, 2, 232), (64, 3, 232)]}
 
 
-def backward(dout, q, k, v, out, lse, causal, config):
-    """``flash_attn_bwd`` with the Gluon dK/dV at ``config``, or the Triton one (None)."""
+def backward(dout, q, k, v, out, lse, causal, config, dq_config=None):
+    """``flash_attn_bwd`` with the Gluon dK/dV at ``config`` (and the Gluon dQ at
+    ``dq_config``, else the Triton dQ), or both Triton kernels (``config`` None)."""
     kw = launch_kwargs(q.shape[1], k.shape[1], q.shape[-1], causal=causal)
     if config is None:
         saved, flash_bwd.flash_bwd_hopper = flash_bwd.flash_bwd_hopper, None
@@ -39,13 +42,16 @@ def backward(dout, q, k, v, out, lse, causal, config):
         finally:
             flash_bwd.flash_bwd_hopper = saved
     d = q.shape[-1]
-    saved, saved_faster = flash_bwd_hopper.HOPPER_CONFIGS[d], flash_bwd_hopper.FASTER
-    flash_bwd_hopper.HOPPER_CONFIGS[d], flash_bwd_hopper.FASTER = config, {d}
+    m = flash_bwd_hopper
+    saved = (m.HOPPER_CONFIGS[d], m.FASTER, m.DQ_CONFIGS[d], m.DQ_FASTER)
+    m.HOPPER_CONFIGS[d], m.FASTER = config, {d}
+    m.DQ_CONFIGS[d], m.DQ_FASTER = (dq_config, {d}) if dq_config else (saved[2], set())
     try:
         grads = flash_attn_bwd(dout, q, k, v, out, lse, **kw)
-        assert LAUNCHES["dkdv"].last == flash_bwd_hopper.tile_record(d), "not the Gluon path"
+        assert LAUNCHES["dkdv"].last == m.tile_record(d), "not the Gluon dK/dV"
+        assert (LAUNCHES["dq"].last == m.dq_tile_record(d)) == bool(dq_config), "dQ path"
     finally:
-        flash_bwd_hopper.HOPPER_CONFIGS[d], flash_bwd_hopper.FASTER = saved, saved_faster
+        m.HOPPER_CONFIGS[d], m.FASTER, m.DQ_CONFIGS[d], m.DQ_FASTER = saved
     return grads
 
 
@@ -70,7 +76,7 @@ def check(case, config):
     if whole_group:  # one program sums every query head of its group (no split)
         flash_bwd.PROGRAMS_PER_SM = 0
     try:
-        got = backward(dout, q, k, v, out, lse, causal, config)
+        got = backward(dout, q, k, v, out, lse, causal, config, DQ_CONFIGS[d][0])
         ref = backward(dout, q, k, v, out, lse, causal, None)
     finally:
         flash_bwd.PROGRAMS_PER_SM = saved
@@ -79,7 +85,7 @@ def check(case, config):
         leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
         attention_oracle(*leaves, **kw, compute_dtype=compute_dtype).backward(dout.to(compute_dtype))
         grads[compute_dtype] = [t.grad for t in leaves]
-    r = dict(case=str(case), config=config, ok=True)
+    r = dict(case=str(case), config=config, dq_config=DQ_CONFIGS[d][0], ok=True)
     for i, name in enumerate(("dq", "dk", "dv")):
         err = max_error(got[i], grads[torch.float64][i])
         base = max_error(grads[dtype][i], grads[torch.float64][i])
@@ -95,7 +101,10 @@ def timing(shape, configs, rounds):
     out, lse = flash_attn_fwd(q, k, v, **kw, **fix_kwargs(shift_params(torch.bfloat16)))
     fns = {"triton": lambda: backward(dout, q, k, v, out, lse, causal, None)}
     for c in configs:
-        fns[str(c)] = (lambda c=c: backward(dout, q, k, v, out, lse, causal, c))
+        fns[f"dkdv {c}"] = (lambda c=c: backward(dout, q, k, v, out, lse, causal, c))
+    for c in DQ_CONFIGS[d]:
+        fns[f"dkdv {configs[0]} + dq {c}"] = (
+            lambda c=c: backward(dout, q, k, v, out, lse, causal, configs[0], c))
     for fn in fns.values():
         fn()
     ms = {name: [] for name in fns}

@@ -372,19 +372,26 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
     do_layout = seq_layout(dout, varlen)
     key = (seq_bucket(max(sq, sk)), head_dim, hq // hk, q.dtype, tma_ok, *flags.values())
 
+    features = dict(varlen=varlen, window_left=window_left, window_right=window_right,
+                    causal=causal, has_softcap=has_softcap, dropout_p=dropout_p,
+                    key_padding_mask=key_padding_mask, tma_ok=tma_ok)
     # dQ first: its kernel also computes delta = rowsum(dO * O), which the dK/dV kernel reads.
-    dq_args = (q, k, v, out, dout, lse, delta, dq, cu_q, cu_k, kpm, *qkv,
-               *seq_layout(out, varlen), *do_layout, *seq_layout(dq, varlen), *lse_strides,
-               stride_kpm, *common, hq, hq // hk, head_dim, *tail)
-    _dq_launch(lambda meta: (ceil_div(int(max_seqlen_q), meta["BLOCK_M"]), batch * hq),
-               bd, key, dq_args, flags, tma_ok)
+    if flash_bwd_hopper is not None and flash_bwd_hopper.covers(
+            q, **features, faster=flash_bwd_hopper.DQ_FASTER):
+        with on_device_of(q):
+            flash_bwd_hopper.dq_hopper(q, k, v, out, dout, lse, delta, dq,
+                                       softmax_scale=softmax_scale, causal=causal)
+        _dq_launch.last = flash_bwd_hopper.dq_tile_record(head_dim)
+    else:
+        dq_args = (q, k, v, out, dout, lse, delta, dq, cu_q, cu_k, kpm, *qkv,
+                   *seq_layout(out, varlen), *do_layout, *seq_layout(dq, varlen),
+                   *lse_strides, stride_kpm, *common, hq, hq // hk, head_dim, *tail)
+        _dq_launch(lambda meta: (ceil_div(int(max_seqlen_q), meta["BLOCK_M"]), batch * hq),
+                   bd, key, dq_args, flags, tma_ok)
 
     # dK/dV: a program per key tile and KV head, or per key tile and part of a KV head's group
     # (programs counted with 64-key tiles, those of most dK/dV configs; 128 on Hopper's).
-    hopper = flash_bwd_hopper is not None and flash_bwd_hopper.covers(
-        q, varlen=varlen, window_left=window_left, window_right=window_right, causal=causal,
-        has_softcap=has_softcap, dropout_p=dropout_p, key_padding_mask=key_padding_mask,
-        tma_ok=tma_ok)
+    hopper = flash_bwd_hopper is not None and flash_bwd_hopper.covers(q, **features)
     key_tile = flash_bwd_hopper.BLOCK_N if hopper else 64
     splits = group_splits(ceil_div(int(max_seqlen_k), key_tile) * batch * hk, hq // hk,
                           sm_count(q.device))

@@ -269,11 +269,13 @@ HOPPER_CONFIGS = {64: (2, 232), 128: (3, 240)}
 FASTER = {128}
 
 
-def covers(q, **features) -> bool:
-    """Whether ``flash_bwd.flash_attn_bwd``'s dK/dV goes to this kernel: one it covers (see the
-    module docstring; ``features`` are ``flash_fwd_hopper.plain_dense_sm90``'s, ``tma_ok``
-    ``_common.tma_ready`` of the backward's tensors) and measured faster on (``FASTER``)."""
-    return q.shape[-1] in FASTER and flash_fwd_hopper.plain_dense_sm90(q, **features)
+def covers(q, faster=None, **features) -> bool:
+    """Whether ``flash_bwd.flash_attn_bwd``'s dK/dV (or, with ``faster=DQ_FASTER``, dQ) goes to
+    this module's kernel: one it covers (see the module docstring; ``features`` are
+    ``flash_fwd_hopper.plain_dense_sm90``'s, ``tma_ok`` ``_common.tma_ready`` of the backward's
+    tensors) and measured faster on (``FASTER``)."""
+    return (q.shape[-1] in (FASTER if faster is None else faster)
+            and flash_fwd_hopper.plain_dense_sm90(q, **features))
 
 
 def tile_record(head_dim: int) -> tuple[int, int, int, int, bool]:
@@ -307,4 +309,259 @@ def dkdv_hopper(q, k, v, dout, lse, delta, dk_out, dv_out, *, softmax_scale, cau
         float(softmax_scale * LOG2E), float(softmax_scale),
         CAUSAL=bool(causal), HEAD_DIM=head_dim, STAGES=stages, CONSUMER_REGS=regs,
         num_warps=4,
+    )
+
+
+# --- dQ (v20b): per 128-row query tile, the forward's partitions with the dQ step ---
+
+
+@gluon.jit
+def _dq_loader(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem, q_bars,
+               k_full, k_empty, v_full, v_empty, O, DO, LSE, DELTA, DQ, stride_os, stride_ds,
+               stride_dqs, start_m, seqlen_q, seqlen_k, n_tiles, diag, qk_scale,
+               softmax_scale):
+    """The load partition: each consumer's 64 rows of Q and dO, then K and V tile by tile into
+    the ring, each slot once both consumers have released it."""
+    STAGES: gl.constexpr = k_smem.shape[0]
+    TILE_N: gl.constexpr = k_smem.shape[1]
+    for wg in gl.static_range(2):
+        mbarrier.expect(q_bars.index(wg), 2 * q_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(q_desc, [start_m + wg * 64, 0], q_bars.index(wg),
+                                        q_smem.index(wg))
+        tma.async_copy_global_to_shared(do_desc, [start_m + wg * 64, 0], q_bars.index(wg),
+                                        do_smem.index(wg))
+    for j in range(n_tiles):
+        slot = j % STAGES
+        phase = (j // STAGES) & 1
+        mbarrier.wait(k_empty.index(slot), phase ^ 1)
+        mbarrier.expect(k_full.index(slot), k_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(k_desc, [j * TILE_N, 0], k_full.index(slot),
+                                        k_smem.index(slot))
+        mbarrier.wait(v_empty.index(slot), phase ^ 1)
+        mbarrier.expect(v_full.index(slot), v_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(v_desc, [j * TILE_N, 0], v_full.index(slot),
+                                        v_smem.index(slot))
+
+
+@gluon.jit
+def _dq_step(j, dq, q, do, k_smem, v_smem, k_full, k_empty, v_full, v_empty, lse2, delta,
+             rows, tile_diag, qk_scale, zero_s, s_layout: gl.constexpr,
+             op_layout: gl.constexpr, CAUSAL: gl.constexpr):
+    """Key tile ``j`` against this consumer's 64 rows: returns the updated ``dq``. With
+    CAUSAL, key ``n`` counts for row ``r`` where ``n <= r + tile_diag`` (large below the
+    diagonal: one step for every tile keeps the registers in bounds)."""
+    STAGES: gl.constexpr = k_smem.shape[0]
+    TILE_N: gl.constexpr = k_smem.shape[1]
+    slot = j % STAGES
+    phase = (j // STAGES) & 1
+    k = k_smem.index(slot)
+    v = v_smem.index(slot)
+    mbarrier.wait(k_full.index(slot), phase)
+    s_tok = warpgroup_mma(q, k.permute((1, 0)), zero_s, use_acc=False, is_async=True)
+    mbarrier.wait(v_full.index(slot), phase)
+    dp_tok = warpgroup_mma(do, v.permute((1, 0)), zero_s, use_acc=False, is_async=True)
+    s = warpgroup_mma_wait(1, deps=(s_tok,))
+    p = gl.exp2(s * qk_scale - gl.expand_dims(lse2, 1))
+    if CAUSAL:
+        cols = j * TILE_N + gl.arange(0, TILE_N, layout=gl.SliceLayout(0, s_layout))
+        p = gl.where(gl.expand_dims(cols, 0) <= gl.expand_dims(rows + tile_diag, 1), p, 0.0)
+    dp = warpgroup_mma_wait(0, deps=(dp_tok,))
+    mbarrier.arrive(v_empty.index(slot), count=1)
+    ds = p * (dp - gl.expand_dims(delta, 1))
+    dq_tok = warpgroup_mma(gl.convert_layout(ds.to(q.dtype), op_layout), k, dq, is_async=True)
+    dq = warpgroup_mma_wait(0, deps=(dq_tok,))
+    mbarrier.arrive(k_empty.index(slot), count=1)
+    return dq
+
+
+@gluon.jit
+def _dq_consume(WG: gl.constexpr, q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem,
+                v_smem, q_bars, k_full, k_empty, v_full, v_empty, O, DO, LSE, DELTA, DQ,
+                stride_os, stride_ds, stride_dqs, start_m, seqlen_q, seqlen_k, n_tiles, diag,
+                qk_scale, softmax_scale):
+    """One consumer partition (4 warps): query rows ``start_m + 64 WG`` onwards; ``O``, ``DO``,
+    ``DQ`` point at this head's row 0, ``LSE`` and ``DELTA`` at its lse row. Stores
+    ``delta = rowsum(dO * O)`` (for the dK/dV kernel) and dQ. (CAUSAL from ``q_bars``' length,
+    2 + 2 CAUSAL: warp_specialize passes its arguments as run-time values.)"""
+    STAGES: gl.constexpr = k_smem.shape[0]
+    TILE_N: gl.constexpr = k_smem.shape[1]
+    HEAD_DIM: gl.constexpr = k_smem.shape[2]
+    CAUSAL: gl.constexpr = q_bars.shape[0] == 4
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, TILE_N, 16])
+    dq_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16])
+    op_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dq_layout, k_width=2)
+    row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+    rows0 = start_m + WG * 64
+
+    # delta from O and dO in the dQ accumulator's layout (rows past the end read as 0)
+    rows_o = rows0 + gl.arange(0, 64, layout=gl.SliceLayout(1, dq_layout))
+    cols_o = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, dq_layout))
+    ok_o = gl.expand_dims(rows_o < seqlen_q, 1) & gl.expand_dims(cols_o < HEAD_DIM, 0)
+    rows64 = gl.expand_dims(rows_o.to(gl.int64), 1)
+    o = gl.load(O + rows64 * stride_os + gl.expand_dims(cols_o, 0), mask=ok_o, other=0.0)
+    do_r = gl.load(DO + rows64 * stride_ds + gl.expand_dims(cols_o, 0), mask=ok_o, other=0.0)
+    delta_o = gl.sum(o.to(gl.float32) * do_r.to(gl.float32), 1)
+    gl.store(DELTA + rows_o, delta_o, mask=rows_o < seqlen_q)
+    delta = gl.convert_layout(delta_o, row_s)
+    rows = rows0 + gl.arange(0, 64, layout=row_s)
+    lse2 = gl.load(LSE + rows, mask=rows < seqlen_q, other=float("inf")) * LOG2E_C
+
+    # This partition's key tiles (the loader's ``n_tiles`` is the second partition's, which
+    # sees the most): [0, n_full) unmasked, [n_full, n_mine) cut by the diagonal.
+    n_mine = n_tiles
+    n_full = n_tiles
+    if CAUSAL:
+        hi = gl.maximum(gl.minimum(rows0 + 64 + diag, seqlen_k), 0)
+        n_mine = gl.maximum(gl.cdiv(hi, TILE_N), 1)
+        n_full = gl.maximum(rows0 + diag + 1, 0) // TILE_N
+    q = q_smem.index(WG)
+    do = do_smem.index(WG)
+    zero_s = gl.zeros([64, TILE_N], gl.float32, layout=s_layout)
+    dq = gl.zeros([64, HEAD_DIM], gl.float32, layout=dq_layout)
+    mbarrier.wait(q_bars.index(WG), 0)
+    for j in range(n_mine):
+        tile_diag = gl.where(j < n_full, seqlen_k, diag)
+        dq = _dq_step(j, dq, q, do, k_smem, v_smem, k_full, k_empty, v_full, v_empty, lse2,
+                      delta, rows, tile_diag, qk_scale, zero_s, s_layout, op_layout, CAUSAL)
+    for j in range(n_mine, n_tiles):  # tiles only the other partition sees: release them
+        mbarrier.wait(k_full.index(j % STAGES), (j // STAGES) & 1)
+        mbarrier.arrive(k_empty.index(j % STAGES), count=1)
+        mbarrier.wait(v_full.index(j % STAGES), (j // STAGES) & 1)
+        mbarrier.arrive(v_empty.index(j % STAGES), count=1)
+    gl.store(DQ + rows64 * stride_dqs + gl.expand_dims(cols_o, 0),
+             (dq * softmax_scale).to(DQ.dtype.element_ty), mask=ok_o)
+
+
+@gluon.jit
+def _dq_consumer0(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem, q_bars,
+                  k_full, k_empty, v_full, v_empty, O, DO, LSE, DELTA, DQ, stride_os, stride_ds,
+                  stride_dqs, start_m, seqlen_q, seqlen_k, n_tiles, diag, qk_scale,
+                  softmax_scale):
+    _dq_consume(0, q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem, q_bars,
+                k_full, k_empty, v_full, v_empty, O, DO, LSE, DELTA, DQ, stride_os, stride_ds,
+                stride_dqs, start_m, seqlen_q, seqlen_k, n_tiles, diag, qk_scale,
+                softmax_scale)
+
+
+@gluon.jit
+def _dq_consumer1(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem, q_bars,
+                  k_full, k_empty, v_full, v_empty, O, DO, LSE, DELTA, DQ, stride_os, stride_ds,
+                  stride_dqs, start_m, seqlen_q, seqlen_k, n_tiles, diag, qk_scale,
+                  softmax_scale):
+    _dq_consume(1, q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem, q_bars,
+                k_full, k_empty, v_full, v_empty, O, DO, LSE, DELTA, DQ, stride_os, stride_ds,
+                stride_dqs, start_m, seqlen_q, seqlen_k, n_tiles, diag, qk_scale,
+                softmax_scale)
+
+
+@gluon.jit
+def _dq_ws_kernel(
+    Q, K, V, O, DO, LSE, DELTA, DQ,
+    stride_qb, stride_qs, stride_qh,
+    stride_kb, stride_ks, stride_kh,
+    stride_vb, stride_vs, stride_vh,
+    stride_ob, stride_os, stride_oh,
+    stride_db, stride_ds, stride_dh,
+    stride_dqb, stride_dqs, stride_dqh,
+    stride_lb, stride_lh,
+    seqlen_q, seqlen_k, num_heads_q, group,
+    qk_scale, softmax_scale,
+    CAUSAL: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
+    STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr,
+):
+    dtype: gl.constexpr = Q.dtype.element_ty
+    q_shared: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, HEAD_DIM], dtype)
+    kv_shared: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
+    tile = gl.program_id(0)
+    column = gl.program_id(1)
+    if CAUSAL:  # heaviest tiles first, as _common.scheduled_tile
+        num_tiles = gl.num_programs(0)
+        pid = column * num_tiles + tile
+        first = (pid // (flash_fwd_hopper.HEAD_GROUP * num_tiles)) * flash_fwd_hopper.HEAD_GROUP
+        size = gl.minimum(gl.num_programs(1) - first, flash_fwd_hopper.HEAD_GROUP)
+        rank = pid - first * num_tiles
+        tile = num_tiles - 1 - rank // size
+        column = first + rank % size
+    start_m = tile * 128
+    b64 = (column // num_heads_q).to(gl.int64)
+    h = column % num_heads_q
+    hk = h // group
+    q_desc = tma.make_tensor_descriptor(Q + b64 * stride_qb + h * stride_qh, [seqlen_q, HEAD_DIM],
+                                        [stride_qs, 1], [64, HEAD_DIM], q_shared)
+    do_desc = tma.make_tensor_descriptor(DO + b64 * stride_db + h * stride_dh,
+                                         [seqlen_q, HEAD_DIM], [stride_ds, 1], [64, HEAD_DIM],
+                                         q_shared)
+    k_desc = tma.make_tensor_descriptor(K + b64 * stride_kb + hk * stride_kh, [seqlen_k, HEAD_DIM],
+                                        [stride_ks, 1], [BLOCK_N, HEAD_DIM], kv_shared)
+    v_desc = tma.make_tensor_descriptor(V + b64 * stride_vb + hk * stride_vh, [seqlen_k, HEAD_DIM],
+                                        [stride_vs, 1], [BLOCK_N, HEAD_DIM], kv_shared)
+    diag = seqlen_k - seqlen_q
+    hi = seqlen_k
+    if CAUSAL:
+        hi = gl.maximum(gl.minimum(start_m + 128 + diag, seqlen_k), 0)
+    n_tiles = gl.maximum(gl.cdiv(hi, BLOCK_N), 1)
+
+    q_smem = gl.allocate_shared_memory(dtype, [2, 64, HEAD_DIM], q_shared)
+    do_smem = gl.allocate_shared_memory(dtype, [2, 64, HEAD_DIM], q_shared)
+    k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_shared)
+    v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_shared)
+    N_QBARS: gl.constexpr = 4 if CAUSAL else 2
+    q_bars = gl.allocate_shared_memory(gl.int64, [N_QBARS, 1], mbarrier.MBarrierLayout())
+    k_full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(N_QBARS):
+        mbarrier.init(q_bars.index(i), count=1)
+    for i in gl.static_range(STAGES):
+        mbarrier.init(k_full.index(i), count=1)
+        mbarrier.init(v_full.index(i), count=1)
+        mbarrier.init(k_empty.index(i), count=2)
+        mbarrier.init(v_empty.index(i), count=2)
+
+    row_base = b64 * stride_lb + h * stride_lh
+    args = (q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem, q_bars, k_full,
+            k_empty, v_full, v_empty, O + b64 * stride_ob + h * stride_oh,
+            DO + b64 * stride_db + h * stride_dh, LSE + row_base, DELTA + row_base,
+            DQ + b64 * stride_dqb + h * stride_dqh, stride_os, stride_ds, stride_dqs, start_m,
+            seqlen_q, seqlen_k, n_tiles, diag, qk_scale, softmax_scale)
+    gl.warp_specialize([(_dq_consumer0, args), (_dq_consumer1, args), (_dq_loader, args)],
+                       [4, 1], [CONSUMER_REGS, 24])
+
+
+# (BLOCK_N, STAGES, consumer registers) per head dim of the dQ kernel (not yet measured), and
+# the head dims it is routed at (v20b: to be measured).
+DQ_CONFIGS = {64: (128, 2, 232), 128: (64, 3, 240)}
+DQ_FASTER = {128}
+
+
+def dq_tile_record(head_dim: int) -> tuple[int, int, int, int, bool]:
+    """The dQ launch's config as ``TiledLaunch.last`` spells one: 12 warps mark this kernel."""
+    block_n, stages, _ = DQ_CONFIGS[head_dim]
+    return 128, block_n, 12, stages, True
+
+
+def dq_hopper(q, k, v, out, dout, lse, delta, dq, *, softmax_scale, causal, config=None):
+    """dQ of dense q, out, dout (B, Sq, Hq, D), k, v (B, Sk, Hk, D) into ``dq`` (like q), and
+    ``delta`` = rowsum(dO * O) into ``delta`` (fp32, like ``lse``, the forward's).
+    ``config`` (BLOCK_N, STAGES, consumer registers) overrides the table."""
+    batch, sq, hq, head_dim = q.shape
+    sk, hk = k.shape[1], k.shape[2]
+    block_n, stages, regs = config or DQ_CONFIGS[head_dim]
+    grid = (-(-sq // 128), batch * hq)
+    _dq_ws_kernel[grid](
+        q, k, v, out, dout, lse, delta, dq,
+        q.stride(0), q.stride(1), q.stride(2),
+        k.stride(0), k.stride(1), k.stride(2),
+        v.stride(0), v.stride(1), v.stride(2),
+        out.stride(0), out.stride(1), out.stride(2),
+        dout.stride(0), dout.stride(1), dout.stride(2),
+        dq.stride(0), dq.stride(1), dq.stride(2),
+        lse.stride(0), lse.stride(1),
+        sq, sk, hq, hq // hk,
+        float(softmax_scale * LOG2E), float(softmax_scale),
+        CAUSAL=bool(causal), HEAD_DIM=head_dim, BLOCK_N=block_n, STAGES=stages,
+        CONSUMER_REGS=regs, num_warps=4,
     )

@@ -65,9 +65,12 @@ def test_covered_calls_take_the_gluon_dkdv_and_meet_the_float64_rule(case, monke
     if whole_group:  # one program sums every query head of its group
         monkeypatch.setattr(flash_bwd, "PROGRAMS_PER_SM", 0)
     monkeypatch.setattr(flash_bwd_hopper, "FASTER", {64, 128})  # the kernel at D64 too
-    LAUNCHES["dkdv"].last = None
+    LAUNCHES["dkdv"].last = LAUNCHES["dq"].last = None
     grads = flash_attn_bwd(dout, q, k, v, out, lse, **kw)
-    assert LAUNCHES["dkdv"].last == flash_bwd_hopper.tile_record(q.shape[-1])
+    d = q.shape[-1]
+    assert LAUNCHES["dkdv"].last == flash_bwd_hopper.tile_record(d)
+    assert ((LAUNCHES["dq"].last == flash_bwd_hopper.dq_tile_record(d))
+            == (d in flash_bwd_hopper.DQ_FASTER))
     exact, plain = _exact_and_plain(q, k, v, dout, kw)
     for name, got, p, e in zip(("dq", "dk", "dv"), grads, plain, exact):
         check_flash_rule(name, got, p, e, 3.0)
