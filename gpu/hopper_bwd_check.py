@@ -72,14 +72,14 @@ def check(case, config):
     q, k, v, dout = inputs(batch, sq, sk, hq, hk, d, dtype, sq * 7 + d, heads_outer)
     kw = launch_kwargs(sq, sk, d, causal=causal)
     out, lse = flash_attn_fwd(q, k, v, **kw, **fix_kwargs(shift_params(dtype)))
-    saved = flash_bwd.PROGRAMS_PER_SM
+    saved = flash_bwd.PROGRAMS_PER_SM, flash_bwd_hopper.PROGRAMS_PER_SM
     if whole_group:  # one program sums every query head of its group (no split)
-        flash_bwd.PROGRAMS_PER_SM = 0
+        flash_bwd.PROGRAMS_PER_SM, flash_bwd_hopper.PROGRAMS_PER_SM = 0, {False: 0, True: 0}
     try:
         got = backward(dout, q, k, v, out, lse, causal, config, DQ_CONFIGS[d][0])
         ref = backward(dout, q, k, v, out, lse, causal, None)
     finally:
-        flash_bwd.PROGRAMS_PER_SM = saved
+        flash_bwd.PROGRAMS_PER_SM, flash_bwd_hopper.PROGRAMS_PER_SM = saved
     grads = {}
     for compute_dtype in (torch.float64, dtype):
         leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]

@@ -55,7 +55,7 @@ def backward_variants(dout, q, k, v, out, lse, kw):
 
     def run(splits):
         saved = flash_bwd.group_splits
-        flash_bwd.group_splits = lambda programs, group, sms: splits
+        flash_bwd.group_splits = lambda *args: splits
         try:
             return flash_attn_bwd(dout, q, k, v, out, lse, **kw)
         finally:

@@ -390,11 +390,17 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
                    bd, key, dq_args, flags, tma_ok)
 
     # dK/dV: a program per key tile and KV head, or per key tile and part of a KV head's group
-    # (programs counted with 64-key tiles, those of most dK/dV configs; 128 on Hopper's).
+    # (programs counted with 64-key tiles, those of most Triton dK/dV configs; Hopper's kernel
+    # has 128-key tiles and its own split rule).
     hopper = flash_bwd_hopper is not None and flash_bwd_hopper.covers(q, **features)
-    key_tile = flash_bwd_hopper.BLOCK_N if hopper else 64
-    splits = group_splits(ceil_div(int(max_seqlen_k), key_tile) * batch * hk, hq // hk,
-                          sm_count(q.device))
+    if hopper:
+        splits = group_splits(ceil_div(int(max_seqlen_k), flash_bwd_hopper.BLOCK_N) * batch * hk,
+                              hq // hk, sm_count(q.device),
+                              flash_bwd_hopper.PROGRAMS_PER_SM[bool(causal)],
+                              flash_bwd_hopper.MOST_SPLITS)
+    else:
+        splits = group_splits(ceil_div(int(max_seqlen_k), 64) * batch * hk, hq // hk,
+                              sm_count(q.device))
     if splits > 1:
         dk_out = torch.empty((splits, *k.shape), device=k.device, dtype=torch.float32)
         dv_out = torch.empty((splits, *v.shape), device=v.device, dtype=torch.float32)
@@ -452,16 +458,20 @@ def sum_partials(partials: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 PROGRAMS_PER_SM = 8
 
 
-def group_splits(programs: int, group: int, sms: int) -> int:
+def group_splits(programs: int, group: int, sms: int, per_sm: int | None = None,
+                 most: int | None = None) -> int:
     """Into how many programs to split each KV head's ``group`` query heads in the dK/dV kernel,
     given its ``programs`` (key tiles x batch x KV heads) unsplit and the GPU's ``sms``: the
-    smallest divisor of the group reaching ``PROGRAMS_PER_SM * sms`` programs, else the group.
+    smallest divisor of the group, at most ``most`` (default the group), reaching
+    ``per_sm * sms`` programs (default ``PROGRAMS_PER_SM``), else the largest such divisor.
     With few programs the longest ones (a causal mask's first key tiles, which every later query
     sees, times the whole group) set the kernel's time."""
-    for splits in range(1, group + 1):
-        if group % splits == 0 and programs * splits >= PROGRAMS_PER_SM * sms:
+    per_sm = PROGRAMS_PER_SM if per_sm is None else per_sm
+    divisors = [n for n in range(1, (most or group) + 1) if group % n == 0]
+    for splits in divisors:
+        if programs * splits >= per_sm * sms:
             return splits
-    return group
+    return divisors[-1]
 
 
 @functools.lru_cache(maxsize=None)

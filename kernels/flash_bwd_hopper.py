@@ -268,6 +268,14 @@ HOPPER_CONFIGS = {64: (2, 232), 128: (2, 240)}
 # the whole backward: +2.2% to +5.3% at 128 with 3 stages; 0% to -7% at 64 with 2 stages,
 # -5% to -10% with 3, so 64 stays on Triton).
 FASTER = {128}
+# The group split (``flash_bwd.group_splits``) of this kernel, which runs one program per SM:
+# programs per SM to reach without and with a causal mask, and at most this many splits.
+# Without a mask one wave suffices (equal programs; a split only adds fp32 partial sums); with
+# one the first key tiles' programs, which see every query, need sharing, but 8 splits measured
+# slower than 4 (H100, GQA 8:1, 1/2/4/8 splits at 2048 and 4096 tokens: session 18's
+# gpu/route_check.py, docs/kernel_notes.md).
+PROGRAMS_PER_SM = {False: 1, True: 8}
+MOST_SPLITS = 4
 
 
 def covers(q, faster=None, **features) -> bool:

@@ -13,10 +13,10 @@ single partition (v19a) cannot.
 
 Covers: dense ``(B, S, H, D)`` bf16/fp16, head dim 64 or 128, causal (bottom-right aligned) or
 not, GQA, the fix on or off, where ``_common.tma_ready`` holds; ``covers`` routes the subset
-measured faster (and at least 128 query rows). Not: packed sequences, windows,
-softcap, dropout, padding masks, ``return_shift``, ``shift_single``. Gluon does not run under
-the interpreter; the GPU suite tests this path (``tests/gpu/test_hopper_forward.py``).
-HF_STABLE_ATTN_GLUON=0 turns it off.
+measured faster (``FASTER``: from 128 query rows; D64 with the fix from 4096, causal 8192).
+Not: packed sequences, windows, softcap, dropout, padding masks, ``return_shift``,
+``shift_single``. Gluon does not run under the interpreter; the GPU suite tests this path
+(``tests/gpu/test_hopper_forward.py``). HF_STABLE_ATTN_GLUON=0 turns it off.
 """
 
 from __future__ import annotations
@@ -321,9 +321,11 @@ def _fwd_ws_kernel(
 # (BLOCK_N, STAGES, consumer registers) per head dim; 128-row query tiles (two consumers).
 # Measured on an H100 (docs/kernel_notes.md, v19d).
 HOPPER_CONFIGS = {64: (128, 2, 232), 128: (128, 2, 240)}
-# (head dim, fix on) where this kernel measured faster than the Triton forward on an H100
-# (v19d, S 4096): D128 with and without the fix, D64 with it; D64 without it stays on Triton.
-FASTER = {(128, True), (128, False), (64, True)}
+# Least query rows (not causal, causal) per (head dim, fix on) from which this kernel measured
+# faster than the Triton forward on an H100 (v19d; session 18's gpu/route_check.py): D128 from
+# one full tile; D64 with the fix from 4096 rows not causal and 8192 causal (the Triton forward
+# ran 6% and 19% faster at 2048 rows, 4% faster at 4096 causal); D64 without it stays on Triton.
+FASTER = {(128, True): (128, 128), (128, False): (128, 128), (64, True): (4096, 8192)}
 ENABLED = os.environ.get("HF_STABLE_ATTN_GLUON", "1") != "0"
 
 
@@ -346,10 +348,11 @@ def plain_dense_sm90(q, *, varlen, causal, window_left, window_right, has_softca
 def covers(q, *, stabilize, shift_single, return_shift, **features) -> bool:
     """Whether ``flash_fwd.flash_attn_fwd``'s call goes to this kernel: one it covers (see the
     module docstring; ``features`` are ``plain_dense_sm90``'s) and measured faster on
-    (``FASTER``, and at least one full 128-row query tile: decoding steps and short chunks stay
-    on the tuned Triton kernel); ``tma_ok`` is ``_common.tma_ready`` of K and V (the caller
-    checks Q's after this cheaper test)."""
-    return ((q.shape[-1], bool(stabilize)) in FASTER and q.shape[1] >= 128
+    (``FASTER``'s head dims from its least query rows: decoding steps and short chunks stay on
+    the tuned Triton kernel); ``tma_ok`` is ``_common.tma_ready`` of K and V (the caller checks
+    Q's after this cheaper test)."""
+    least = FASTER.get((q.shape[-1], bool(stabilize)))
+    return (least is not None and q.shape[1] >= least[bool(features["causal"])]
             and not shift_single and not return_shift and plain_dense_sm90(q, **features))
 
 

@@ -27,13 +27,24 @@ def _q(head_dim=128, seqlen=128):
 def test_a_dense_causal_or_unmasked_call_is_covered(sm90):
     assert flash_fwd_hopper.covers(_q(), **COVERED)
     assert flash_fwd_hopper.covers(_q(), **{**COVERED, "stabilize": False})
-    assert flash_fwd_hopper.covers(_q(64), **{**COVERED, "causal": False, "window_right": -1})
+    assert flash_fwd_hopper.covers(_q(64, 4096), **{**COVERED, "causal": False, "window_right": -1})
 
 
 @pytest.mark.parametrize("seqlen", [1, 127])
 def test_fewer_query_rows_than_a_tile_take_the_triton_forward(sm90, seqlen):
     """Decoding steps and short chunks (against a long cache: TMA-ready)."""
     assert not flash_fwd_hopper.covers(_q(seqlen=seqlen), **COVERED)
+
+
+@pytest.mark.parametrize("seqlen, causal, gluon", [
+    (2048, False, False), (4096, False, True), (4096, True, False), (8191, True, False),
+    (8192, True, True),
+])
+def test_head_dim_64_with_the_fix_takes_the_gluon_forward_from_its_least_rows(
+        sm90, seqlen, causal, gluon):
+    """Where it measured faster than the Triton forward (session 18's gpu/route_check.py)."""
+    call = {**COVERED, "causal": causal, "window_right": 0 if causal else -1}
+    assert flash_fwd_hopper.covers(_q(64, seqlen), **call) == gluon
 
 
 def test_head_dim_64_without_the_fix_takes_the_triton_forward(sm90):
@@ -100,3 +111,19 @@ def test_other_gpus_and_the_switch_take_the_triton_kernels(monkeypatch, module, 
     monkeypatch.setattr(flash_fwd_hopper, "_is_sm90", lambda index: True)
     monkeypatch.setattr(flash_fwd_hopper, "ENABLED", False)
     assert not module.covers(_q(), **covered)
+
+
+@pytest.mark.parametrize("programs, causal, expected", [
+    (128, False, 2),   # GQA 8:1, B 4, 2 KV heads, 2048 tokens: one wave needs 2 splits
+    (256, False, 1),   # the same at 4096 tokens: a wave already
+    (128, True, 4),    # causal: 8 programs per SM would need 8 splits, at most 4 are taken
+    (512, True, 4),    # causal at 8192 tokens: 4 splits reach 8 per SM
+    (2048, True, 1),   # enough programs unsplit
+])
+def test_the_gluon_dkdv_splits_groups_by_its_own_rule(programs, causal, expected):
+    """One program per SM: without a causal mask one wave, with one 8 programs per SM but at
+    most 4 splits (``flash_bwd_hopper.PROGRAMS_PER_SM``, ``MOST_SPLITS``; H100, 132 SMs)."""
+    from hf_stable_attn.kernels import flash_bwd
+
+    assert flash_bwd.group_splits(programs, 8, 132, flash_bwd_hopper.PROGRAMS_PER_SM[causal],
+                                  flash_bwd_hopper.MOST_SPLITS) == expected
