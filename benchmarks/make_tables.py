@@ -79,7 +79,7 @@ def _run_line(data: dict, path: str) -> str:
 def _heading(title: str, data: dict, path: str) -> list[str]:
     """A run's heading, then its ``note`` (e.g. which commit really ran) where it has one."""
     out = [f"### {title}: {_run_line(data, path)}", ""]
-    return out + [f"Note: {data['note']}.", ""] if data.get("note") else out
+    return out + [f"Note: {data['note'].rstrip('.')}.", ""] if data.get("note") else out
 
 
 def _shape_rows(records: list[dict]) -> dict[tuple, dict[str, dict]]:

@@ -8,8 +8,9 @@ that write fp32 partial dK/dV, summed afterwards in a fixed order (still determi
 ``P = exp2(s - lse * log2(e))`` is recomputed from the forward's log-sum-exp, so the stabilized
 shift needs nothing here; dropout's keep mask is recomputed from the seed.
 
-On Hopper, ``flash_attn_bwd`` hands the dK/dV of the calls ``flash_bwd_hopper.covers`` to that
-module's warp-specialized Gluon kernel (same partial sums and splits).
+On Hopper, ``flash_attn_bwd`` hands the dQ and dK/dV of the calls ``flash_bwd_hopper.covers``
+to that module's warp-specialized Gluon kernels (same delta and partial sums; the dK/dV's group
+split by that module's rule).
 """
 
 from __future__ import annotations

@@ -1,6 +1,11 @@
-"""The dK/dV half of the backward on Hopper (sm_90), written in Gluon with the forward's warp
-specialization (``flash_fwd_hopper``), for the calls it covers; ``flash_bwd.flash_attn_bwd``
-sends every other call to the Triton kernel (docs/kernel_notes.md, v20a).
+"""The backward's dK/dV and dQ kernels on Hopper (sm_90), written in Gluon with the forward's
+warp specialization (``flash_fwd_hopper``), for the calls they cover; ``flash_bwd.flash_attn_bwd``
+sends every other call to the Triton kernels (docs/kernel_notes.md, v20a, v20b). The dQ
+kernel (below, v20b) is the forward's structure per 128-row query tile: Q and dO halves loaded
+once, K and V through a ring, each consumer computing ``delta``, ``S``, ``dP``, ``dS`` and
+``dQ += dS K`` for its 64 rows.
+
+The dK/dV kernel:
 
 Per 128-key tile (and KV head, and share of its query heads), three partitions: a 1-warp
 loader issues the TMA copies (the two 64-key halves of K and V once, then Q and dO tile by tile
@@ -13,10 +18,10 @@ barrier, so one's elementwise work runs during the other's matrix products.
 
 Covers: dense ``(B, S, H, D)`` bf16/fp16, head dim 64 or 128, causal (bottom-right aligned) or
 not, GQA (a program sums its share of the group's query heads, as the Triton kernel), where
-``_common.tma_ready`` holds; ``covers`` routes the head dims measured faster (128). Not:
-packed sequences, windows, softcap, dropout, padding masks. Gluon does not run under the
-interpreter; the GPU suite tests this path (``tests/gpu/test_hopper_backward.py``).
-HF_STABLE_ATTN_GLUON=0 turns it off.
+``_common.tma_ready`` holds; ``covers`` routes the head dims measured faster (128, both
+kernels). Not: packed sequences, windows, softcap, dropout, padding masks. Gluon does not run
+under the interpreter; the GPU suite tests these paths (``tests/gpu/test_hopper_backward.py``).
+HF_STABLE_ATTN_GLUON=0 turns them off.
 """
 
 from __future__ import annotations

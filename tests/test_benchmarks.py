@@ -110,6 +110,8 @@ def test_attention_cpu_smoke_records_budget_and_tables(tmp_path):
     noted = tmp_path / "noted.json"
     noted.write_text(json.dumps({**data, "note": "ran the code of commit abc1234"}))
     assert "\n\nNote: ran the code of commit abc1234.\n" in make_tables.render([str(noted)])
+    noted.write_text(json.dumps({**data, "note": "a note that ends a sentence."}))
+    assert "\n\nNote: a note that ends a sentence.\n" in make_tables.render([str(noted)])
     doc = tmp_path / "doc.md"
     doc.write_text(f"intro\n{make_tables.BEGIN}\nold\n{make_tables.END}\noutro\n")
     make_tables.main([str(out), "--doc", str(doc)])
