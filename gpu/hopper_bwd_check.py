@@ -25,9 +25,9 @@ from hf_stable_attn.kernels import flash_bwd, flash_bwd_hopper
 from hf_stable_attn.shift_rule import shift_params
 from hf_stable_attn.testing import attention_oracle, fix_kwargs, launch_kwargs, max_error
 
-# (STAGES, consumer registers) of the dK/dV and (BLOCK_N, STAGES, consumer registers) of the
-# dQ tried per head dim; the first of each is the table's.
-CONFIGS = {128: [(2, 240), (3, 240)], 64: [(2, 232), (3, 232)]}
+# (STAGES, consumer registers, query rows per step) of the dK/dV and (BLOCK_N, STAGES,
+# consumer registers) of the dQ tried per head dim; the first of each is the table's.
+CONFIGS = {128: [(2, 240, 64), (3, 240, 64)], 64: [(2, 240, 128), (2, 232, 64), (3, 240, 128)]}
 DQ_CONFIGS = {128: [(64, 3, 240), (128, 2, 240)], 64: [(128, 2, 232), (64, 3, 232)]}
 
 

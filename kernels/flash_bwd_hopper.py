@@ -37,7 +37,6 @@ from . import flash_fwd_hopper
 
 LOG2E_C = gl.constexpr(LOG2E)
 BLOCK_N = 128  # keys per program: 64 per consumer
-BLOCK_M = 64  # queries per step
 
 
 @gluon.jit
@@ -90,12 +89,16 @@ def _step(t, m, dk, dv, k, v, q_smem, do_smem, q_full, q_empty, do_full, do_empt
     phase = (t // STAGES) & 1
     q = q_smem.index(slot)
     do = do_smem.index(slot)
+    cols = m + gl.arange(0, TILE_M, layout=gl.SliceLayout(0, s_layout))
+    col_ok = cols < seqlen_q
+    delta = gl.load(delta_h + cols, mask=col_ok, other=0.0)
     mbarrier.wait(q_full.index(slot), phase)
     s_tok = warpgroup_mma(k, q.permute((1, 0)), zero_s, use_acc=False, is_async=True)
     mbarrier.wait(do_full.index(slot), phase)
-    dp_tok = warpgroup_mma(v, do.permute((1, 0)), zero_s, use_acc=False, is_async=True)
-    cols = m + gl.arange(0, TILE_M, layout=gl.SliceLayout(0, s_layout))
-    col_ok = cols < seqlen_q
+    # dP^T - delta in one product: the accumulator starts at -delta, so no delta vector stays
+    # live across the step (at 128-row tiles it held 32 registers a thread, which spilled).
+    dp_tok = warpgroup_mma(v, do.permute((1, 0)), zero_s - gl.expand_dims(delta, 0),
+                           is_async=True)
     lse2 = gl.load(lse_h + cols, mask=col_ok, other=float("inf")) * LOG2E_C
     s_t = warpgroup_mma_wait(1, deps=(s_tok,))
     p_t = gl.exp2(s_t * qk_scale - gl.expand_dims(lse2, 0))
@@ -104,9 +107,8 @@ def _step(t, m, dk, dv, k, v, q_smem, do_smem, q_full, q_empty, do_full, do_empt
         p_t = gl.where(gl.expand_dims(keys, 1) <= gl.expand_dims(cols + diag, 0), p_t, 0.0)
     dtype: gl.constexpr = q_smem.dtype
     dv_tok = warpgroup_mma(gl.convert_layout(p_t.to(dtype), op_layout), do, dv, is_async=True)
-    delta = gl.load(delta_h + cols, mask=col_ok, other=0.0)
     dp_t = warpgroup_mma_wait(1, deps=(dp_tok,))
-    ds_t = p_t * (dp_t - gl.expand_dims(delta, 0))
+    ds_t = p_t * dp_t
     dk_tok = warpgroup_mma(gl.convert_layout(ds_t.to(dtype), op_layout), q, dk, is_async=True)
     dv, dk = warpgroup_mma_wait(0, deps=(dv_tok, dk_tok))
     mbarrier.arrive(q_empty.index(slot), count=1)
@@ -211,11 +213,12 @@ def _dkdv_ws_kernel(
     stride_lb, stride_lh,
     seqlen_q, seqlen_k, num_heads_k, group, splits,
     qk_scale, softmax_scale,
-    CAUSAL: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
+    CAUSAL: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, TILE_M: gl.constexpr,
     CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr,
 ):
     dtype: gl.constexpr = Q.dtype.element_ty
     tile_shared: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, HEAD_DIM], dtype)
+    q_shared: gl.constexpr = gl.NVMMASharedLayout.get_default_for([TILE_M, HEAD_DIM], dtype)
     start_n = gl.program_id(0) * 128
     split = gl.program_id(1) % splits  # this program's share of the group's query heads
     bh = gl.program_id(1) // splits
@@ -235,12 +238,13 @@ def _dkdv_ws_kernel(
     dv_base = DV + split * stride_split_dv + b64 * stride_dvb + hk * stride_dvh
     lo = 0
     if CAUSAL:  # the first query row that sees key start_n, down to a tile edge
-        lo = gl.minimum((gl.maximum(start_n - (seqlen_k - seqlen_q), 0) // 64) * 64, seqlen_q)
+        lo = gl.minimum((gl.maximum(start_n - (seqlen_k - seqlen_q), 0) // TILE_M) * TILE_M,
+                        seqlen_q)
 
     k_smem = gl.allocate_shared_memory(dtype, [2, 64, HEAD_DIM], tile_shared)
     v_smem = gl.allocate_shared_memory(dtype, [2, 64, HEAD_DIM], tile_shared)
-    q_smem = gl.allocate_shared_memory(dtype, [STAGES, 64, HEAD_DIM], tile_shared)
-    do_smem = gl.allocate_shared_memory(dtype, [STAGES, 64, HEAD_DIM], tile_shared)
+    q_smem = gl.allocate_shared_memory(dtype, [STAGES, TILE_M, HEAD_DIM], q_shared)
+    do_smem = gl.allocate_shared_memory(dtype, [STAGES, TILE_M, HEAD_DIM], q_shared)
     # The partitions read CAUSAL from kv_bars' length (2 + 2 CAUSAL): warp_specialize passes
     # its arguments as run-time values.
     N_KV_BARS: gl.constexpr = 4 if CAUSAL else 2
@@ -265,10 +269,12 @@ def _dkdv_ws_kernel(
                        [CONSUMER_REGS, 24])
 
 
-# (STAGES, consumer registers) per head dim; 128-key tiles (two consumers), 64-row query tiles.
-# Measured on an H100 (docs/kernel_notes.md, v20a and v20b): at 128, 2 stages against 3 gave
-# -4.5% / +4.1% not causal and +3.1% / +8.6% causal in two runs, so 2.
-HOPPER_CONFIGS = {64: (2, 232), 128: (2, 240)}
+# (STAGES, consumer registers, query rows per step) per head dim; 128-key tiles (two
+# consumers). Measured on an H100 (docs/kernel_notes.md, v20a and v20b): at 128, 2 stages
+# against 3 gave -4.5% / +4.1% not causal and +3.1% / +8.6% causal in two runs, so 2. At 64,
+# 128-row query tiles (v20c: twice the products per step for the same barrier and load
+# overhead) are not yet measured.
+HOPPER_CONFIGS = {64: (2, 240, 128), 128: (2, 240, 64)}
 # Head dims where this kernel measured faster than the Triton dK/dV on an H100 (v20a, S 4096,
 # the whole backward: +2.2% to +5.3% at 128 with 3 stages; 0% to -7% at 64 with 2 stages,
 # -5% to -10% with 3, so 64 stays on Triton).
@@ -295,7 +301,8 @@ def covers(q, faster=None, **features) -> bool:
 def tile_record(head_dim: int) -> tuple[int, int, int, int, bool]:
     """The launch's config as ``TiledLaunch.last`` spells one (BLOCK_M, BLOCK_N, warps, stages,
     TMA): 12 warps (two consumer warpgroups and the loader's) mark this kernel."""
-    return BLOCK_M, BLOCK_N, 12, HOPPER_CONFIGS[head_dim][0], True
+    stages, _, tile_m = HOPPER_CONFIGS[head_dim]
+    return tile_m, BLOCK_N, 12, stages, True
 
 
 def dkdv_hopper(q, k, v, dout, lse, delta, dk_out, dv_out, *, softmax_scale, causal,
@@ -303,11 +310,11 @@ def dkdv_hopper(q, k, v, dout, lse, delta, dk_out, dv_out, *, softmax_scale, cau
     """dK and dV of dense q, dout (B, Sq, Hq, D), k, v (B, Sk, Hk, D) into ``dk_out``,
     ``dv_out`` (splits, B, Sk, Hk, D): split ``i`` sums its ``Hq / Hk / splits`` query heads of
     each group. ``lse`` the forward's, ``delta`` = rowsum(dO * O), both fp32 (B, Hq, Sq).
-    ``config`` (STAGES, consumer registers) overrides the table."""
+    ``config`` (STAGES, consumer registers, query rows per step) overrides the table."""
     batch, sq, hq, head_dim = q.shape
     sk, hk = k.shape[1], k.shape[2]
     splits = dk_out.shape[0]
-    stages, regs = config or HOPPER_CONFIGS[head_dim]
+    stages, regs, tile_m = config or HOPPER_CONFIGS[head_dim]
     grid = (-(-sk // BLOCK_N), batch * hk * splits)
     _dkdv_ws_kernel[grid](
         q, k, v, dout, lse, delta, dk_out, dv_out,
@@ -321,8 +328,8 @@ def dkdv_hopper(q, k, v, dout, lse, delta, dk_out, dv_out, *, softmax_scale, cau
         lse.stride(0), lse.stride(1),
         sq, sk, hk, hq // hk, splits,
         float(softmax_scale * LOG2E), float(softmax_scale),
-        CAUSAL=bool(causal), HEAD_DIM=head_dim, STAGES=stages, CONSUMER_REGS=regs,
-        num_warps=4,
+        CAUSAL=bool(causal), HEAD_DIM=head_dim, STAGES=stages, TILE_M=tile_m,
+        CONSUMER_REGS=regs, num_warps=4,
     )
 
 
