@@ -36,14 +36,16 @@ def forward_variants(q, k, v, kw, fix):
     table = m.HOPPER_CONFIGS[d]
 
     def run(config, gluon):
-        saved = (m.HOPPER_CONFIGS[d], set(m.FASTER))
+        """With ``gluon`` the Gluon kernel at ``config`` from one full tile (whatever ``FASTER``'s
+        length rule says), else the Triton kernel."""
+        saved = m.HOPPER_CONFIGS[d], m.FASTER
         m.HOPPER_CONFIGS[d] = config
-        if not gluon:
-            m.FASTER.discard((d, True))
+        rest = {key: rows for key, rows in saved[1].items() if key != (d, True)}
+        m.FASTER = {**rest, (d, True): (128, 128)} if gluon else rest
         try:
             return flash_attn_fwd(q, k, v, **kw, **fix)
         finally:
-            m.HOPPER_CONFIGS[d], m.FASTER = saved[0], saved[1]
+            m.HOPPER_CONFIGS[d], m.FASTER = saved
     return {f"gluon {table}": lambda: run(table, True),
             f"gluon {(64, *table[1:])}": lambda: run((64, *table[1:]), True),
             "triton": lambda: run(table, False)}
