@@ -27,7 +27,7 @@ from hf_stable_attn.testing import attention_oracle, fix_kwargs, launch_kwargs, 
 
 # (STAGES, consumer registers, query rows per step) of the dK/dV and (BLOCK_N, STAGES,
 # consumer registers) of the dQ tried per head dim; the first of each is the table's.
-CONFIGS = {128: [(2, 240, 64), (3, 240, 64)], 64: [(2, 240, 128), (2, 232, 64), (3, 240, 128)]}
+CONFIGS = {128: [(3, 240, 64), (2, 240, 64)], 64: [(2, 240, 128), (3, 240, 128)]}
 DQ_CONFIGS = {128: [(64, 3, 240), (128, 2, 240)], 64: [(128, 2, 232), (64, 3, 232)]}
 
 
@@ -44,8 +44,9 @@ def backward(dout, q, k, v, out, lse, causal, config, dq_config=None):
     d = q.shape[-1]
     m = flash_bwd_hopper
     saved = (m.HOPPER_CONFIGS[d], m.FASTER, m.DQ_CONFIGS[d], m.DQ_FASTER)
-    m.HOPPER_CONFIGS[d], m.FASTER = config, {d}
-    m.DQ_CONFIGS[d], m.DQ_FASTER = (dq_config, {d}) if dq_config else (saved[2], set())
+    both = {(d, False), (d, True)}
+    m.HOPPER_CONFIGS[d], m.FASTER = config, both
+    m.DQ_CONFIGS[d], m.DQ_FASTER = (dq_config, both) if dq_config else (saved[2], set())
     try:
         grads = flash_attn_bwd(dout, q, k, v, out, lse, **kw)
         assert LAUNCHES["dkdv"].last == m.tile_record(d), "not the Gluon dK/dV"

@@ -18,8 +18,8 @@ barrier, so one's elementwise work runs during the other's matrix products.
 
 Covers: dense ``(B, S, H, D)`` bf16/fp16, head dim 64 or 128, causal (bottom-right aligned) or
 not, GQA (a program sums its share of the group's query heads, as the Triton kernel), where
-``_common.tma_ready`` holds; ``covers`` routes the head dims measured faster (128, both
-kernels). Not: packed sequences, windows, softcap, dropout, padding masks. Gluon does not run
+``_common.tma_ready`` holds; ``covers`` routes the (head dim, causal) pairs measured faster
+(dK/dV: 128, and 64 without a causal mask; dQ: 128). Not: packed sequences, windows, softcap, dropout, padding masks. Gluon does not run
 under the interpreter; the GPU suite tests these paths (``tests/gpu/test_hopper_backward.py``).
 HF_STABLE_ATTN_GLUON=0 turns them off.
 """
@@ -270,15 +270,14 @@ def _dkdv_ws_kernel(
 
 
 # (STAGES, consumer registers, query rows per step) per head dim; 128-key tiles (two
-# consumers). Measured on an H100 (docs/kernel_notes.md, v20a and v20b): at 128, 2 stages
-# against 3 gave -4.5% / +4.1% not causal and +3.1% / +8.6% causal in two runs, so 2. At 64,
-# 128-row query tiles (v20c: twice the products per step for the same barrier and load
-# overhead) are not yet measured.
-HOPPER_CONFIGS = {64: (2, 240, 128), 128: (2, 240, 64)}
-# Head dims where this kernel measured faster than the Triton dK/dV on an H100 (v20a, S 4096,
-# the whole backward: +2.2% to +5.3% at 128 with 3 stages; 0% to -7% at 64 with 2 stages,
-# -5% to -10% with 3, so 64 stays on Triton).
-FASTER = {128}
+# consumers). Measured on an H100 (docs/kernel_notes.md, v20c): once the dP^T accumulator
+# started at -delta freed registers, 3 stages beat 2 at 128 (+3.7% not causal, +6.3% causal,
+# S 4096, with the Triton dQ); at 64, 128-row query tiles beat 64-row ones by 11% not causal.
+HOPPER_CONFIGS = {64: (2, 240, 128), 128: (3, 240, 64)}
+# (head dim, causal) where this kernel measured faster than the Triton dK/dV on an H100 (v20c,
+# S 4096, the whole backward): 128 both ways; 64 not causal (+12% MHA, +9% GQA 8:1), but not
+# causal 64 (-6% with 2 stages, -2% with 3), which stays on Triton.
+FASTER = {(128, False), (128, True), (64, False)}
 # The group split (``flash_bwd.group_splits``) of this kernel, which runs one program per SM:
 # programs per SM to reach without and with a causal mask, and at most this many splits.
 # Without a mask one wave suffices (equal programs; a split only adds fp32 partial sums); with
@@ -293,8 +292,9 @@ def covers(q, faster=None, **features) -> bool:
     """Whether ``flash_bwd.flash_attn_bwd``'s dK/dV (or, with ``faster=DQ_FASTER``, dQ) goes to
     this module's kernel: one it covers (see the module docstring; ``features`` are
     ``flash_fwd_hopper.plain_dense_sm90``'s, ``tma_ok`` ``_common.tma_ready`` of the backward's
-    tensors) and measured faster on (``FASTER``)."""
-    return (q.shape[-1] in (FASTER if faster is None else faster)
+    tensors) and measured faster on (``FASTER``: head dim and causal mask)."""
+    route = (q.shape[-1], bool(features["causal"]))
+    return (route in (FASTER if faster is None else faster)
             and flash_fwd_hopper.plain_dense_sm90(q, **features))
 
 
@@ -553,10 +553,11 @@ def _dq_ws_kernel(
 
 
 # (BLOCK_N, STAGES, consumer registers) per head dim of the dQ kernel, and the head dims where
-# it measured faster than the Triton dQ (v20b, S 4096, one H100, the whole backward with the
-# Gluon dK/dV: +8% not causal, +5% GQA 8:1, -1% to 0% causal at 128; -2% to -9% at 64).
+# the (head dim, causal) where it measured faster than the Triton dQ (H100, S 4096, the whole
+# backward with the Gluon dK/dV: v20b +8% not causal, +5% GQA 8:1, -1% to 0% causal at 128;
+# v20c -2% to -5% at 64 not causal, where the dK/dV is Gluon).
 DQ_CONFIGS = {64: (128, 2, 232), 128: (64, 3, 240)}
-DQ_FASTER = {128}
+DQ_FASTER = {(128, False), (128, True)}
 
 
 def dq_tile_record(head_dim: int) -> tuple[int, int, int, int, bool]:

@@ -81,15 +81,21 @@ def test_a_dense_head_dim_128_backward_takes_the_gluon_dkdv(sm90):
     assert flash_bwd_hopper.covers(_q(), **{**BWD_COVERED, "causal": False})
 
 
-def test_the_dq_kernel_follows_its_own_head_dims(sm90, monkeypatch):
-    monkeypatch.setattr(flash_bwd_hopper, "DQ_FASTER", {64})
+def test_the_dq_kernel_follows_its_own_routes(sm90, monkeypatch):
+    monkeypatch.setattr(flash_bwd_hopper, "DQ_FASTER", {(64, True)})
     assert flash_bwd_hopper.covers(_q(64), **BWD_COVERED, faster=flash_bwd_hopper.DQ_FASTER)
     assert not flash_bwd_hopper.covers(_q(), **BWD_COVERED, faster=flash_bwd_hopper.DQ_FASTER)
+    assert not flash_bwd_hopper.covers(_q(64), **{**BWD_COVERED, "causal": False},
+                                       faster=flash_bwd_hopper.DQ_FASTER)
 
 
-def test_head_dim_64_takes_the_triton_dkdv(sm90):
-    """Measured slower there (kernel_notes v20a)."""
+def test_head_dim_64_takes_the_gluon_dkdv_only_without_a_causal_mask(sm90):
+    """Measured faster not causal, slower causal (kernel_notes v20c); its dQ stays Triton."""
+    assert flash_bwd_hopper.covers(_q(64), **{**BWD_COVERED, "causal": False})
     assert not flash_bwd_hopper.covers(_q(64), **BWD_COVERED)
+    for causal in (False, True):
+        assert not flash_bwd_hopper.covers(_q(64), **{**BWD_COVERED, "causal": causal},
+                                           faster=flash_bwd_hopper.DQ_FASTER)
 
 
 @pytest.mark.parametrize("change", [

@@ -64,13 +64,14 @@ def test_covered_calls_take_the_gluon_dkdv_and_meet_the_float64_rule(case, monke
     out, lse = flash_attn_fwd(q, k, v, **kw, **fix_kwargs(shift_params(dtype)))
     if whole_group:  # one program sums every query head of its group
         monkeypatch.setattr(flash_bwd_hopper, "PROGRAMS_PER_SM", {False: 0, True: 0})
-    monkeypatch.setattr(flash_bwd_hopper, "FASTER", {64, 128})  # the kernel at D64 too
+    monkeypatch.setattr(flash_bwd_hopper, "FASTER",  # the kernel at causal D64 too
+                        {(d, c) for d in (64, 128) for c in (False, True)})
     LAUNCHES["dkdv"].last = LAUNCHES["dq"].last = None
     grads = flash_attn_bwd(dout, q, k, v, out, lse, **kw)
     d = q.shape[-1]
     assert LAUNCHES["dkdv"].last == flash_bwd_hopper.tile_record(d)
     assert ((LAUNCHES["dq"].last == flash_bwd_hopper.dq_tile_record(d))
-            == (d in flash_bwd_hopper.DQ_FASTER))
+            == ((d, causal) in flash_bwd_hopper.DQ_FASTER))
     exact, plain = _exact_and_plain(q, k, v, dout, kw)
     for name, got, p, e in zip(("dq", "dk", "dv"), grads, plain, exact):
         check_flash_rule(name, got, p, e, 3.0)
