@@ -270,10 +270,10 @@ def _dkdv_ws_kernel(
 
 
 # (STAGES, consumer registers, query rows per step) per head dim; 128-key tiles (two
-# consumers). Measured on an H100 (docs/kernel_notes.md, v20c): once the dP^T accumulator
-# started at -delta freed registers, 3 stages beat 2 at 128 (+3.7% not causal, +6.3% causal,
-# S 4096, with the Triton dQ); at 64, 128-row query tiles beat 64-row ones by 11% not causal.
-HOPPER_CONFIGS = {64: (2, 240, 128), 128: (3, 240, 64)}
+# consumers). Measured on an H100 (docs/kernel_notes.md, v20c): at 64, 128-row query tiles beat
+# 64-row ones by 11% not causal; 2 and 3 stages came within the runs' order bias of each other
+# at both head dims (the config timed first measured 2-6% slower in both runs), so 2.
+HOPPER_CONFIGS = {64: (2, 240, 128), 128: (2, 240, 64)}
 # (head dim, causal) where this kernel measured faster than the Triton dK/dV on an H100 (v20c,
 # S 4096, the whole backward): 128 both ways; 64 not causal (+12% MHA, +9% GQA 8:1), but not
 # causal 64 (-6% with 2 stages, -2% with 3), which stays on Triton.
