@@ -33,6 +33,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from ._common import LOG2E
+from ._hopper_ring import flag_barriers, heaviest_first, load_slot, release_slot, ring_barriers
 from . import flash_fwd_hopper
 
 LOG2E_C = gl.constexpr(LOG2E)
@@ -46,7 +47,6 @@ def _loader(k_desc, v_desc, q_base, do_base, lse_base, delta_base, dk_base, dv_b
             start_n, seqlen_q, seqlen_k, lo, qk_scale, softmax_scale):
     """The load partition: each consumer's half of K and V, then for each query head of the
     program, the Q and dO tiles from row ``lo`` on, each slot once both consumers released it."""
-    STAGES: gl.constexpr = q_smem.shape[0]
     TILE_M: gl.constexpr = q_smem.shape[1]
     HEAD_DIM: gl.constexpr = q_smem.shape[2]
     for wg in gl.static_range(2):
@@ -62,16 +62,8 @@ def _loader(k_desc, v_desc, q_base, do_base, lse_base, delta_base, dk_base, dv_b
         do_desc = tma.make_tensor_descriptor(do_base + g * stride_dh, [seqlen_q, HEAD_DIM],
                                              [stride_ds, 1], [TILE_M, HEAD_DIM], do_smem.layout)
         for m in range(lo, seqlen_q, TILE_M):
-            slot = t % STAGES
-            phase = (t // STAGES) & 1
-            mbarrier.wait(q_empty.index(slot), phase ^ 1)
-            mbarrier.expect(q_full.index(slot), q_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(q_desc, [m, 0], q_full.index(slot),
-                                            q_smem.index(slot))
-            mbarrier.wait(do_empty.index(slot), phase ^ 1)
-            mbarrier.expect(do_full.index(slot), do_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(do_desc, [m, 0], do_full.index(slot),
-                                            do_smem.index(slot))
+            load_slot(t, m, q_desc, do_desc, q_smem, do_smem, q_full, q_empty, do_full,
+                      do_empty)
             t += 1
 
 
@@ -154,13 +146,8 @@ def _consume(WG: gl.constexpr, k_desc, v_desc, q_base, do_base, lse_base, delta_
     for g in range(heads):
         lse_h = lse_base + g * stride_lh
         delta_h = delta_base + g * stride_lh
-        for m in range(lo, mine, TILE_M):
-            slot = t % STAGES
-            phase = (t // STAGES) & 1
-            mbarrier.wait(q_full.index(slot), phase)
-            mbarrier.arrive(q_empty.index(slot), count=1)
-            mbarrier.wait(do_full.index(slot), phase)
-            mbarrier.arrive(do_empty.index(slot), count=1)
+        for m in range(lo, mine, TILE_M):  # released unread
+            release_slot(t, STAGES, q_full, q_empty, do_full, do_empty)
             t += 1
         for m in range(mine, seqlen_q, TILE_M):
             tile_diag = gl.where(m < full_lo, diag, seqlen_k)
@@ -248,18 +235,8 @@ def _dkdv_ws_kernel(
     # The partitions read CAUSAL from kv_bars' length (2 + 2 CAUSAL): warp_specialize passes
     # its arguments as run-time values.
     N_KV_BARS: gl.constexpr = 4 if CAUSAL else 2
-    kv_bars = gl.allocate_shared_memory(gl.int64, [N_KV_BARS, 1], mbarrier.MBarrierLayout())
-    q_full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    q_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    do_full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    do_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(N_KV_BARS):
-        mbarrier.init(kv_bars.index(i), count=1)
-    for i in gl.static_range(STAGES):
-        mbarrier.init(q_full.index(i), count=1)
-        mbarrier.init(do_full.index(i), count=1)
-        mbarrier.init(q_empty.index(i), count=2)
-        mbarrier.init(do_empty.index(i), count=2)
+    kv_bars = flag_barriers(N_KV_BARS)
+    q_full, q_empty, do_full, do_empty = ring_barriers(STAGES)
 
     args = (k_desc, v_desc, q_base, do_base, lse_base, delta_base, dk_base, dv_base, k_smem,
             v_smem, q_smem, do_smem, kv_bars, q_full, q_empty, do_full, do_empty, heads,
@@ -343,7 +320,6 @@ def _dq_loader(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem,
                softmax_scale):
     """The load partition: each consumer's 64 rows of Q and dO, then K and V tile by tile into
     the ring, each slot once both consumers have released it."""
-    STAGES: gl.constexpr = k_smem.shape[0]
     TILE_N: gl.constexpr = k_smem.shape[1]
     for wg in gl.static_range(2):
         mbarrier.expect(q_bars.index(wg), 2 * q_desc.block_type.nbytes)
@@ -352,16 +328,8 @@ def _dq_loader(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem,
         tma.async_copy_global_to_shared(do_desc, [start_m + wg * 64, 0], q_bars.index(wg),
                                         do_smem.index(wg))
     for j in range(n_tiles):
-        slot = j % STAGES
-        phase = (j // STAGES) & 1
-        mbarrier.wait(k_empty.index(slot), phase ^ 1)
-        mbarrier.expect(k_full.index(slot), k_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(k_desc, [j * TILE_N, 0], k_full.index(slot),
-                                        k_smem.index(slot))
-        mbarrier.wait(v_empty.index(slot), phase ^ 1)
-        mbarrier.expect(v_full.index(slot), v_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(v_desc, [j * TILE_N, 0], v_full.index(slot),
-                                        v_smem.index(slot))
+        load_slot(j, j * TILE_N, k_desc, v_desc, k_smem, v_smem, k_full, k_empty, v_full,
+                  v_empty)
 
 
 @gluon.jit
@@ -447,10 +415,7 @@ def _dq_consume(WG: gl.constexpr, q_desc, do_desc, k_desc, v_desc, q_smem, do_sm
         dq = _dq_step(j, dq, q, do, k_smem, v_smem, k_full, k_empty, v_full, v_empty, lse2,
                       delta, rows, tile_diag, qk_scale, zero_s, s_layout, op_layout, CAUSAL)
     for j in range(n_mine, n_tiles):  # tiles only the other partition sees: release them
-        mbarrier.wait(k_full.index(j % STAGES), (j // STAGES) & 1)
-        mbarrier.arrive(k_empty.index(j % STAGES), count=1)
-        mbarrier.wait(v_full.index(j % STAGES), (j // STAGES) & 1)
-        mbarrier.arrive(v_empty.index(j % STAGES), count=1)
+        release_slot(j, STAGES, k_full, k_empty, v_full, v_empty)
     gl.store(DQ + rows64 * stride_dqs + gl.expand_dims(cols_o, 0),
              (dq * softmax_scale).to(DQ.dtype.element_ty), mask=ok_o)
 
@@ -497,14 +462,8 @@ def _dq_ws_kernel(
     kv_shared: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
     tile = gl.program_id(0)
     column = gl.program_id(1)
-    if CAUSAL:  # heaviest tiles first, as _common.scheduled_tile
-        num_tiles = gl.num_programs(0)
-        pid = column * num_tiles + tile
-        first = (pid // (flash_fwd_hopper.HEAD_GROUP * num_tiles)) * flash_fwd_hopper.HEAD_GROUP
-        size = gl.minimum(gl.num_programs(1) - first, flash_fwd_hopper.HEAD_GROUP)
-        rank = pid - first * num_tiles
-        tile = num_tiles - 1 - rank // size
-        column = first + rank % size
+    if CAUSAL:
+        tile, column = heaviest_first(tile, column)
     start_m = tile * 128
     b64 = (column // num_heads_q).to(gl.int64)
     h = column % num_heads_q
@@ -529,18 +488,8 @@ def _dq_ws_kernel(
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_shared)
     v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_shared)
     N_QBARS: gl.constexpr = 4 if CAUSAL else 2
-    q_bars = gl.allocate_shared_memory(gl.int64, [N_QBARS, 1], mbarrier.MBarrierLayout())
-    k_full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    v_full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(N_QBARS):
-        mbarrier.init(q_bars.index(i), count=1)
-    for i in gl.static_range(STAGES):
-        mbarrier.init(k_full.index(i), count=1)
-        mbarrier.init(v_full.index(i), count=1)
-        mbarrier.init(k_empty.index(i), count=2)
-        mbarrier.init(v_empty.index(i), count=2)
+    q_bars = flag_barriers(N_QBARS)
+    k_full, k_empty, v_full, v_empty = ring_barriers(STAGES)
 
     row_base = b64 * stride_lb + h * stride_lh
     args = (q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem, q_bars, k_full,

@@ -32,10 +32,10 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from ._common import LN2, LOG2E
+from ._hopper_ring import flag_barriers, heaviest_first, load_slot, release_slot, ring_barriers
 
 ONE_BITS = gl.constexpr(0x3F800000)  # 1.0f as int32
 LN2_C = gl.constexpr(LN2)
-HEAD_GROUP = gl.constexpr(8)  # as _common.scheduled_tile
 
 
 @gluon.jit
@@ -97,23 +97,14 @@ def _loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_full, k_em
             max_gap):
     """The load partition: both halves of the query tile, then K and V tile by tile into the
     ring, each slot once both consumers have released it."""
-    STAGES: gl.constexpr = k_smem.shape[0]
     BLOCK_N: gl.constexpr = k_smem.shape[1]
     for wg in gl.static_range(2):
         mbarrier.expect(q_bars.index(wg), q_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(q_desc, [start_m + wg * 64, 0], q_bars.index(wg),
                                         q_smem.index(wg))
     for j in range(n_tiles):
-        slot = j % STAGES
-        phase = (j // STAGES) & 1
-        mbarrier.wait(k_empty.index(slot), phase ^ 1)
-        mbarrier.expect(k_full.index(slot), k_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(k_desc, [j * BLOCK_N, 0], k_full.index(slot),
-                                        k_smem.index(slot))
-        mbarrier.wait(v_empty.index(slot), phase ^ 1)
-        mbarrier.expect(v_full.index(slot), v_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(v_desc, [j * BLOCK_N, 0], v_full.index(slot),
-                                        v_smem.index(slot))
+        load_slot(j, j * BLOCK_N, k_desc, v_desc, k_smem, v_smem, k_full, k_empty, v_full,
+                  v_empty)
 
 
 @gluon.jit
@@ -181,10 +172,7 @@ def _consume(WG: gl.constexpr, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, 
     acc = warpgroup_mma_wait(0, deps=(acc_tok,))
     mbarrier.arrive(v_empty.index(last % STAGES), count=1)
     for j in range(n_mine, n_tiles):  # tiles only the other partition sees: release them
-        mbarrier.wait(k_full.index(j % STAGES), (j // STAGES) & 1)
-        mbarrier.arrive(k_empty.index(j % STAGES), count=1)
-        mbarrier.wait(v_full.index(j % STAGES), (j // STAGES) & 1)
-        mbarrier.arrive(v_empty.index(j % STAGES), count=1)
+        release_slot(j, STAGES, k_full, k_empty, v_full, v_empty)
 
     l_o = gl.convert_layout(l_i, row_o)
     has_keys = l_o > 0.0
@@ -267,14 +255,8 @@ def _fwd_ws_kernel(
     kv_shared: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
     tile = gl.program_id(0)
     column = gl.program_id(1)
-    if CAUSAL:  # heaviest tiles first, as _common.scheduled_tile
-        num_tiles = gl.num_programs(0)
-        pid = column * num_tiles + tile
-        first = (pid // (HEAD_GROUP * num_tiles)) * HEAD_GROUP
-        size = gl.minimum(gl.num_programs(1) - first, HEAD_GROUP)
-        rank = pid - first * num_tiles
-        tile = num_tiles - 1 - rank // size
-        column = first + rank % size
+    if CAUSAL:
+        tile, column = heaviest_first(tile, column)
     start_m = tile * 128
     b64 = (column // num_heads_q).to(gl.int64)
     h = column % num_heads_q
@@ -297,18 +279,8 @@ def _fwd_ws_kernel(
     # The partitions read STABILIZE and CAUSAL from q_bars' length (2 + STABILIZE + 2 CAUSAL):
     # warp_specialize passes its arguments as run-time values.
     N_QBARS: gl.constexpr = 2 + (1 if STABILIZE else 0) + (2 if CAUSAL else 0)
-    q_bars = gl.allocate_shared_memory(gl.int64, [N_QBARS, 1], mbarrier.MBarrierLayout())
-    k_full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    v_full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(N_QBARS):
-        mbarrier.init(q_bars.index(i), count=1)
-    for i in gl.static_range(STAGES):
-        mbarrier.init(k_full.index(i), count=1)
-        mbarrier.init(v_full.index(i), count=1)
-        mbarrier.init(k_empty.index(i), count=2)
-        mbarrier.init(v_empty.index(i), count=2)
+    q_bars = flag_barriers(N_QBARS)
+    k_full, k_empty, v_full, v_empty = ring_barriers(STAGES)
 
     args = (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, v_full,
             v_empty, O, LSE, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, b64, h,

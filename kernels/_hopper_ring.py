@@ -1,0 +1,77 @@
+"""What the three Gluon kernels on Hopper (``flash_fwd_hopper``'s forward, ``flash_bwd_hopper``'s
+dQ and dK/dV) share: the ring of shared-memory slots through which a 1-warp loader feeds two
+consumer warpgroups, and the heaviest-first order of causal grids.
+
+A ring carries two tiles per slot (K and V, or Q and dO), ``a`` and ``b``. Each has a "full"
+mbarrier per slot (one arrival: the loader's TMA transaction count) and an "empty" one (two
+arrivals: one per consumer). Slot ``t % STAGES`` is used in phase ``(t // STAGES) & 1``.
+"""
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
+
+HEAD_GROUP = gl.constexpr(8)  # as _common.scheduled_tile
+
+
+@gluon.jit
+def heaviest_first(tile, column):
+    """``_common.scheduled_tile`` for Gluon grids (a Gluon kernel cannot call Triton's): the
+    program's ``(tile, column)`` so that each group of ``HEAD_GROUP`` columns (batch-heads)
+    runs its last (heaviest causal) query tile first."""
+    num_tiles = gl.num_programs(0)
+    pid = column * num_tiles + tile
+    first = (pid // (HEAD_GROUP * num_tiles)) * HEAD_GROUP
+    size = gl.minimum(gl.num_programs(1) - first, HEAD_GROUP)
+    rank = pid - first * num_tiles
+    return num_tiles - 1 - rank // size, first + rank % size
+
+
+@gluon.jit
+def flag_barriers(COUNT: gl.constexpr):
+    """``COUNT`` one-arrival mbarriers, initialized (the loader's one-time loads)."""
+    bars = gl.allocate_shared_memory(gl.int64, [COUNT, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(COUNT):
+        mbarrier.init(bars.index(i), count=1)
+    return bars
+
+
+@gluon.jit
+def ring_barriers(STAGES: gl.constexpr):
+    """The ring's mbarriers, initialized: ``(a_full, a_empty, b_full, b_empty)``, each
+    ``STAGES`` long."""
+    a_full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    a_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    b_full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    b_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(a_full.index(i), count=1)
+        mbarrier.init(b_full.index(i), count=1)
+        mbarrier.init(a_empty.index(i), count=2)
+        mbarrier.init(b_empty.index(i), count=2)
+    return a_full, a_empty, b_full, b_empty
+
+
+@gluon.jit
+def load_slot(t, row, a_desc, b_desc, a_smem, b_smem, a_full, a_empty, b_full, b_empty):
+    """The loader's ``t``-th fill: rows ``row`` onwards of ``a_desc`` and ``b_desc`` into slot
+    ``t % STAGES``, each once both consumers have released it."""
+    STAGES: gl.constexpr = a_smem.shape[0]
+    slot = t % STAGES
+    phase = (t // STAGES) & 1
+    mbarrier.wait(a_empty.index(slot), phase ^ 1)
+    mbarrier.expect(a_full.index(slot), a_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(a_desc, [row, 0], a_full.index(slot), a_smem.index(slot))
+    mbarrier.wait(b_empty.index(slot), phase ^ 1)
+    mbarrier.expect(b_full.index(slot), b_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(b_desc, [row, 0], b_full.index(slot), b_smem.index(slot))
+
+
+@gluon.jit
+def release_slot(t, STAGES: gl.constexpr, a_full, a_empty, b_full, b_empty):
+    """A consumer's ``t``-th slot, which it does not read (only the other consumer's rows or
+    keys see it): wait for it and hand it back."""
+    mbarrier.wait(a_full.index(t % STAGES), (t // STAGES) & 1)
+    mbarrier.arrive(a_empty.index(t % STAGES), count=1)
+    mbarrier.wait(b_full.index(t % STAGES), (t // STAGES) & 1)
+    mbarrier.arrive(b_empty.index(t % STAGES), count=1)
