@@ -305,18 +305,17 @@ def prepare_impl(name: str, shape: Shape, modes, inputs, ref, device) -> list[En
 
 def time_in_rounds(entries: list[Entry], shape: Shape, device, args) -> None:
     """Fill in ``ms`` (the median of ``args.rounds`` medians), ``ms_rounds`` and ``tflops`` of
-    the entries that ran. Each round times every entry once, starting at a different one, so a
-    drift of the GPU's clock during the shape's measurements spreads over all implementations
-    instead of falling on whichever came last."""
+    the entries that ran, timed in ``timing.rotated_rounds`` (each round starts at another
+    entry)."""
     ready = [e for e in entries if e.call is not None]
-    laps: list[list[float]] = [[] for _ in ready]
-    for r in range(args.rounds):
-        start = r * len(ready) // args.rounds
-        for i in [*range(start, len(ready)), *range(start)]:
-            e = ready[i]
-            laps[i].append(timing.median_ms(e.call, device, grad_to_none=e.grads,
-                                            warmup_ms=args.warmup_ms, rep_ms=args.rep_ms))
-            timing.clear_grads(e.grads)
+
+    def timer(e: Entry) -> float:
+        ms = timing.median_ms(e.call, device, grad_to_none=e.grads, warmup_ms=args.warmup_ms,
+                              rep_ms=args.rep_ms)
+        timing.clear_grads(e.grads)
+        return ms
+
+    laps = timing.rotated_rounds([functools.partial(timer, e) for e in ready], args.rounds)
     for e, ms in zip(ready, laps):
         e.record["ms"] = statistics.median(ms)
         e.record["ms_rounds"] = ms

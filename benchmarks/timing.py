@@ -9,6 +9,7 @@ autotuning, ``torch.compile`` and cuDNN plan building, which must never leak int
 
 from __future__ import annotations
 
+import functools
 import statistics
 import time
 from typing import Callable, Sequence, TypeVar
@@ -63,6 +64,30 @@ def median_ms(
         fn()
         laps.append(time.perf_counter() - start)
     return 1e3 * statistics.median(laps)
+
+
+def rotated_rounds(timers: Sequence[Callable[[], float]], rounds: int) -> list[list[float]]:
+    """Each timer's results over ``rounds`` rounds. Every round runs each timer once, starting at
+    a different one (round ``r`` at ``r * n // rounds``), so a drift of the GPU's clock, or
+    whatever favours a position in the order, spreads over all of them instead of falling on
+    the same one each round."""
+    laps: list[list[float]] = [[] for _ in timers]
+    for r in range(rounds):
+        start = r * len(timers) // rounds
+        for i in [*range(start, len(timers)), *range(start)]:
+            laps[i].append(timers[i]())
+    return laps
+
+
+def interleaved_medians(fns: dict[str, Callable[[], object]], rounds: int,
+                        device: torch.device) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """Warm each of ``fns`` with one call, then time them in ``rotated_rounds`` (``median_ms``
+    each): ``(median ms over the rounds, every round's ms)``, both by name."""
+    for fn in fns.values():
+        fn()
+    laps = rotated_rounds([functools.partial(median_ms, fn, device) for fn in fns.values()],
+                          rounds)
+    return ({name: statistics.median(ms) for name, ms in zip(fns, laps)}, dict(zip(fns, laps)))
 
 
 def peak_extra_mb(

@@ -5,7 +5,8 @@ Run: ``PYTHONPATH=$PWD python gpu/hopper_fwd_check.py --out results.json [--budg
 Correctness: the flash rule (2x the plain-PyTorch error against float64) on odd lengths, GQA,
 ``Sq != Sk`` both ways (causal rows that see no key), both dtypes, and the Triton forward's lse
 on tied rows. Timing: ``do_bench`` medians, the Triton forward (its tuned config) and each
-Gluon config alternating for ``--rounds`` rounds.
+Gluon config, over ``--rounds`` rounds that each start at another variant
+(``benchmarks.timing.interleaved_medians``).
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ import sys
 import time
 
 import torch
-from triton.testing import do_bench
 
+from benchmarks.timing import interleaved_medians
 from hf_stable_attn.kernels import flash_attn_fwd
 from hf_stable_attn.kernels._common import tma_ready
 from hf_stable_attn.kernels import flash_fwd_hopper
@@ -96,14 +97,8 @@ def timing(shape, configs, rounds):
     fns = {"triton": lambda: triton_call(q, k, v, causal, params)}
     for c in configs:
         fns[str(c)] = (lambda c=c: gluon_call(q, k, v, causal, params, c))
-    for fn in fns.values():
-        fn()
-    ms = {name: [] for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            ms[name].append(do_bench(fn, warmup=25, rep=100, return_mode="median"))
+    med, ms = interleaved_medians(fns, rounds, q.device)
     flops = 4 * batch * hq * s * s * d / (2 if causal else 1)
-    med = {name: sorted(v)[len(v) // 2] for name, v in ms.items()}
     return dict(shape=dict(batch=batch, seqlen=s, heads_q=hq, heads_kv=hk, head_dim=d,
                            causal=causal, stabilize=stabilize),
                 ms=med, ms_rounds=ms, tflops={n: flops / m / 1e9 for n, m in med.items()})

@@ -3,9 +3,10 @@ the Gluon kernel (two tile widths) or the tuned Triton kernel, and the GQA backw
 group split (docs/kernel_notes.md, session 18).
 
 Run: ``PYTHONPATH=$PWD python gpu/route_check.py --out routes.json [--budget-s 300]``.
-Timing: ``do_bench`` medians, the variants of a shape alternating for ``--rounds`` rounds, B 4,
-H 16 at D128 and 32 at D64 (GQA 8:1 for the backward), bf16, after one untimed call each (which
-compiles and, for the Triton kernel, tunes).
+Timing: ``do_bench`` medians over ``--rounds`` rounds, each starting at another variant of the
+shape (``benchmarks.timing.interleaved_medians``), B 4, H 16 at D128 and 32 at D64 (GQA 8:1 for
+the backward), bf16, after one untimed call each (which compiles and, for the Triton kernel,
+tunes).
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ import json
 import time
 
 import torch
-from triton.testing import do_bench
 
+from benchmarks.timing import interleaved_medians
 from hf_stable_attn.kernels import flash_attn_bwd, flash_attn_fwd
 from hf_stable_attn.kernels import flash_bwd, flash_fwd_hopper
 from hf_stable_attn.shift_rule import shift_params
@@ -65,16 +66,6 @@ def backward_variants(dout, q, k, v, out, lse, kw):
     return {f"splits {n}": (lambda n=n: run(n)) for n in range(1, group + 1) if group % n == 0}
 
 
-def timed(fns, rounds):
-    for fn in fns.values():
-        fn()
-    ms = {name: [] for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            ms[name].append(do_bench(fn, warmup=25, rep=100, return_mode="median"))
-    return {name: sorted(v)[len(v) // 2] for name, v in ms.items()}, ms
-
-
 def measure(kind, s, d, causal, rounds):
     batch, hq = 4, (16 if d == 128 else 32)
     hk = hq if kind == "fwd" else hq // 8
@@ -87,7 +78,7 @@ def measure(kind, s, d, causal, rounds):
     else:
         out, lse = flash_attn_fwd(q, k, v, **kw, **fix)
         fns, flops = backward_variants(dout, q, k, v, out, lse, kw), 2.5 * 4 * batch * hq * s * s * d
-    med, ms = timed(fns, rounds)
+    med, ms = interleaved_medians(fns, rounds, q.device)
     flops /= 2 if causal else 1
     return dict(kind=kind, shape=dict(batch=batch, seqlen=s, heads_q=hq, heads_kv=hk,
                                       head_dim=d, causal=causal),

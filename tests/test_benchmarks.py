@@ -19,7 +19,7 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from benchmarks import bench_attention, bench_e2e, make_tables  # noqa: E402
+from benchmarks import bench_attention, bench_e2e, make_tables, timing  # noqa: E402
 
 RECORD_KEYS = {
     "impl", "dtype", "seqlen", "batch", "heads_q", "heads_kv", "head_dim", "causal", "mode",
@@ -362,3 +362,25 @@ def test_launch_order_sim_balanced_order_is_the_kernels_and_ends_evener():
     grid_over = sim.makespan_over_even_split(sim.grid_order(32, 64), 264)
     balanced_over = sim.makespan_over_even_split(sim.balanced_order(32, 64, 8), 264)
     assert balanced_over < 0.01 < 0.05 < grid_over
+
+
+def test_rotated_rounds_start_each_round_at_another_timer():
+    order = []
+    timers = [lambda name=name, ms=ms: order.append(name) or ms
+              for name, ms in zip("abc", (1.0, 2.0, 3.0))]
+    laps = timing.rotated_rounds(timers, 3)
+    assert order == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
+    assert laps == [[1.0] * 3, [2.0] * 3, [3.0] * 3]
+
+
+def test_interleaved_medians_warm_each_call_then_time_it_every_round():
+    calls = {"x": 0, "y": 0}
+
+    def call(name):
+        calls[name] += 1
+
+    fns = {name: (lambda name=name: call(name)) for name in calls}
+    med, rounds = timing.interleaved_medians(fns, 2, torch.device("cpu"))
+    assert set(med) == set(rounds) == {"x", "y"}
+    assert all(len(v) == 2 and med[n] >= 0 for n, v in rounds.items())
+    assert calls == {"x": 1 + 2 * 3, "y": 1 + 2 * 3}  # one warm-up, cpu_reps=3 per round
