@@ -28,6 +28,28 @@ def heaviest_first(tile, column):
 
 
 @gluon.jit
+def query_tile(num_heads_q, group, CAUSAL: gl.constexpr):
+    """The 128-row query tile of a forward or dQ program, grid (query tiles, B * Hq), causal
+    grids heaviest first: ``(start_m, batch (int64), query head, KV head)``."""
+    tile = gl.program_id(0)
+    column = gl.program_id(1)
+    if CAUSAL:
+        tile, column = heaviest_first(tile, column)
+    return (tile * 128, (column // num_heads_q).to(gl.int64), column % num_heads_q,
+            (column % num_heads_q) // group)
+
+
+@gluon.jit
+def key_tiles(start_m, diag, seqlen_k, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+    """How many ``BLOCK_N``-key tiles the 128 query rows from ``start_m`` see (at least one);
+    ``diag = seqlen_k - seqlen_q`` (bottom-right aligned causal mask)."""
+    hi = seqlen_k
+    if CAUSAL:
+        hi = gl.maximum(gl.minimum(start_m + 128 + diag, seqlen_k), 0)
+    return gl.maximum(gl.cdiv(hi, BLOCK_N), 1)
+
+
+@gluon.jit
 def flag_barriers(COUNT: gl.constexpr):
     """``COUNT`` one-arrival mbarriers, initialized (the loader's one-time loads)."""
     bars = gl.allocate_shared_memory(gl.int64, [COUNT, 1], mbarrier.MBarrierLayout())

@@ -32,7 +32,9 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from ._common import LN2, LOG2E
-from ._hopper_ring import flag_barriers, heaviest_first, load_slot, release_slot, ring_barriers
+from ._hopper_ring import (
+    flag_barriers, key_tiles, load_slot, query_tile, release_slot, ring_barriers,
+)
 
 ONE_BITS = gl.constexpr(0x3F800000)  # 1.0f as int32
 LN2_C = gl.constexpr(LN2)
@@ -253,14 +255,7 @@ def _fwd_ws_kernel(
     dtype: gl.constexpr = Q.dtype.element_ty
     q_shared: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, HEAD_DIM], dtype)
     kv_shared: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
-    tile = gl.program_id(0)
-    column = gl.program_id(1)
-    if CAUSAL:
-        tile, column = heaviest_first(tile, column)
-    start_m = tile * 128
-    b64 = (column // num_heads_q).to(gl.int64)
-    h = column % num_heads_q
-    hk = h // group
+    start_m, b64, h, hk = query_tile(num_heads_q, group, CAUSAL)
     q_desc = tma.make_tensor_descriptor(Q + b64 * stride_qb + h * stride_qh, [seqlen_q, HEAD_DIM],
                                         [stride_qs, 1], [64, HEAD_DIM], q_shared)
     k_desc = tma.make_tensor_descriptor(K + b64 * stride_kb + hk * stride_kh, [seqlen_k, HEAD_DIM],
@@ -268,10 +263,7 @@ def _fwd_ws_kernel(
     v_desc = tma.make_tensor_descriptor(V + b64 * stride_vb + hk * stride_vh, [seqlen_k, HEAD_DIM],
                                         [stride_vs, 1], [BLOCK_N, HEAD_DIM], kv_shared)
     diag = seqlen_k - seqlen_q
-    hi = seqlen_k
-    if CAUSAL:
-        hi = gl.maximum(gl.minimum(start_m + 128 + diag, seqlen_k), 0)
-    n_tiles = gl.maximum(gl.cdiv(hi, BLOCK_N), 1)
+    n_tiles = key_tiles(start_m, diag, seqlen_k, BLOCK_N, CAUSAL)
 
     q_smem = gl.allocate_shared_memory(dtype, [2, 64, HEAD_DIM], q_shared)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_shared)
