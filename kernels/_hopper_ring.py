@@ -1,6 +1,7 @@
 """What the three Gluon kernels on Hopper (``flash_fwd_hopper``'s forward, ``flash_bwd_hopper``'s
 dQ and dK/dV) share: the ring of shared-memory slots through which a 1-warp loader feeds two
-consumer warpgroups, and the heaviest-first order of causal grids.
+consumer warpgroups, and (forward and dQ) a program's query tile, causal grids heaviest first,
+and how many key tiles it sees.
 
 A ring carries two tiles per slot (K and V, or Q and dO), ``a`` and ``b``. Each has a "full"
 mbarrier per slot (one arrival: the loader's TMA transaction count) and an "empty" one (two

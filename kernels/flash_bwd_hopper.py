@@ -19,9 +19,9 @@ barrier, so one's elementwise work runs during the other's matrix products.
 Covers: dense ``(B, S, H, D)`` bf16/fp16, head dim 64 or 128, causal (bottom-right aligned) or
 not, GQA (a program sums its share of the group's query heads, as the Triton kernel), where
 ``_common.tma_ready`` holds; ``covers`` routes the (head dim, causal) pairs measured faster
-(dK/dV: 128, and 64 without a causal mask; dQ: 128). Not: packed sequences, windows, softcap, dropout, padding masks. Gluon does not run
-under the interpreter; the GPU suite tests these paths (``tests/gpu/test_hopper_backward.py``).
-HF_STABLE_ATTN_GLUON=0 turns them off.
+(dK/dV: 128, and 64 without a causal mask; dQ: 128). Not: packed sequences, windows, softcap,
+dropout, padding masks. Gluon does not run under the interpreter; the GPU suite tests these
+paths (``tests/gpu/test_hopper_backward.py``). HF_STABLE_ATTN_GLUON=0 turns them off.
 """
 
 from __future__ import annotations
@@ -493,10 +493,10 @@ def _dq_ws_kernel(
                        [4, 1], [CONSUMER_REGS, 24])
 
 
-# (BLOCK_N, STAGES, consumer registers) per head dim of the dQ kernel, and the head dims where
-# the (head dim, causal) where it measured faster than the Triton dQ (H100, S 4096, the whole
-# backward with the Gluon dK/dV: v20b +8% not causal, +5% GQA 8:1, -1% to 0% causal at 128;
-# v20c -2% to -5% at 64 not causal, where the dK/dV is Gluon).
+# (BLOCK_N, STAGES, consumer registers) per head dim of the dQ kernel, and the (head dim,
+# causal) where it measured faster than the Triton dQ (H100, S 4096, the whole backward with the
+# Gluon dK/dV: v20b +8% not causal, +5% GQA 8:1, -1% to 0% causal at 128; v20c -2% to -5% at
+# 64 not causal, where the dK/dV is Gluon).
 DQ_CONFIGS = {64: (128, 2, 232), 128: (64, 3, 240)}
 DQ_FASTER = {(128, False), (128, True)}
 
