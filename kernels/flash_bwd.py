@@ -8,7 +8,7 @@ that write fp32 partial dK/dV, summed afterwards in a fixed order (still determi
 ``P = exp2(s - lse * log2(e))`` is recomputed from the forward's log-sum-exp, so the stabilized
 shift needs nothing here; dropout's keep mask is recomputed from the seed.
 
-On Hopper, ``flash_attn_bwd`` hands the dQ and dK/dV of the calls ``flash_bwd_hopper.covers``
+On Hopper, ``flash_attn_bwd`` hands the dQ and dK/dV of the calls ``flash_bwd_hopper.routes``
 to that module's warp-specialized Gluon kernels (same delta and partial sums; the dK/dV's group
 split by that module's rule).
 """
@@ -376,9 +376,10 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
     features = dict(varlen=varlen, window_left=window_left, window_right=window_right,
                     causal=causal, has_softcap=has_softcap, dropout_p=dropout_p,
                     key_padding_mask=key_padding_mask, tma_ok=tma_ok)
+    gluon_dq, gluon_dkdv = (flash_bwd_hopper.routes(q, **features)
+                            if flash_bwd_hopper is not None else (False, False))
     # dQ first: its kernel also computes delta = rowsum(dO * O), which the dK/dV kernel reads.
-    if flash_bwd_hopper is not None and flash_bwd_hopper.covers(
-            q, **features, faster=flash_bwd_hopper.DQ_FASTER):
+    if gluon_dq:
         with on_device_of(q):
             flash_bwd_hopper.dq_hopper(q, k, v, out, dout, lse, delta, dq,
                                        softmax_scale=softmax_scale, causal=causal)
@@ -393,8 +394,7 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
     # dK/dV: a program per key tile and KV head, or per key tile and part of a KV head's group
     # (programs counted with 64-key tiles, those of most Triton dK/dV configs; Hopper's kernel
     # has 128-key tiles and its own split rule).
-    hopper = flash_bwd_hopper is not None and flash_bwd_hopper.covers(q, **features)
-    if hopper:
+    if gluon_dkdv:
         splits = group_splits(ceil_div(int(max_seqlen_k), flash_bwd_hopper.BLOCK_N) * batch * hk,
                               hq // hk, sm_count(q.device),
                               flash_bwd_hopper.PROGRAMS_PER_SM[bool(causal)],
@@ -408,7 +408,7 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
     else:
         dk, dv = torch.empty_like(k), torch.empty_like(v)
         dk_out, dv_out = dk.unsqueeze(0), dv.unsqueeze(0)
-    if hopper:
+    if gluon_dkdv:
         with on_device_of(q):
             flash_bwd_hopper.dkdv_hopper(q, k, v, dout, lse, delta, dk_out, dv_out,
                                          softmax_scale=softmax_scale, causal=causal)

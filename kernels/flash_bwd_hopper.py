@@ -18,7 +18,7 @@ barrier, so one's elementwise work runs during the other's matrix products.
 
 Covers: dense ``(B, S, H, D)`` bf16/fp16, head dim 64 or 128, causal (bottom-right aligned) or
 not, GQA (a program sums its share of the group's query heads, as the Triton kernel), where
-``_common.tma_ready`` holds; ``covers`` routes the (head dim, causal) pairs measured faster
+``_common.tma_ready`` holds; ``routes`` takes the (head dim, causal) pairs measured faster
 (dK/dV: 128, and 64 without a causal mask; dQ: 128). Not: packed sequences, windows, softcap,
 dropout, padding masks. Gluon does not run under the interpreter; the GPU suite tests these
 paths (``tests/gpu/test_hopper_backward.py``). HF_STABLE_ATTN_GLUON=0 turns them off.
@@ -267,14 +267,15 @@ PROGRAMS_PER_SM = {False: 1, True: 8}
 MOST_SPLITS = 4
 
 
-def covers(q, faster=None, **features) -> bool:
-    """Whether ``flash_bwd.flash_attn_bwd``'s dK/dV (or, with ``faster=DQ_FASTER``, dQ) goes to
-    this module's kernel: one it covers (see the module docstring; ``features`` are
+def routes(q, **features) -> tuple[bool, bool]:
+    """Whether ``flash_bwd.flash_attn_bwd``'s dQ and its dK/dV go to this module's kernels: calls
+    they cover (see the module docstring; ``features`` are
     ``flash_fwd_hopper.plain_dense_sm90``'s, ``tma_ok`` ``_common.tma_ready`` of the backward's
-    tensors) and measured faster on (``FASTER``: head dim and causal mask)."""
+    tensors) and measured faster on (``DQ_FASTER``, ``FASTER``: head dim and causal mask)."""
+    if not flash_fwd_hopper.plain_dense_sm90(q, **features):
+        return False, False
     route = (q.shape[-1], bool(features["causal"]))
-    return (route in (FASTER if faster is None else faster)
-            and flash_fwd_hopper.plain_dense_sm90(q, **features))
+    return route in DQ_FASTER, route in FASTER
 
 
 def tile_record(head_dim: int) -> tuple[int, int, int, int, bool]:

@@ -1,5 +1,5 @@
 """Which forward and dK/dV calls go to the Gluon kernels (``kernels/flash_fwd_hopper.covers``,
-``kernels/flash_bwd_hopper.covers``), on the CPU: the kernels themselves run only on an sm_90 GPU
+``kernels/flash_bwd_hopper.routes``), on the CPU: the kernels themselves run only on an sm_90 GPU
 (``tests/gpu/test_hopper_forward.py``, ``tests/gpu/test_hopper_backward.py``)."""
 
 from __future__ import annotations
@@ -77,25 +77,23 @@ BWD_COVERED = dict(varlen=False, window_left=-1, window_right=-1, causal=True,
 
 
 def test_a_dense_head_dim_128_backward_takes_the_gluon_dkdv(sm90):
-    assert flash_bwd_hopper.covers(_q(), **BWD_COVERED)
-    assert flash_bwd_hopper.covers(_q(), **{**BWD_COVERED, "causal": False})
+    assert flash_bwd_hopper.routes(_q(), **BWD_COVERED)[1]
+    assert flash_bwd_hopper.routes(_q(), **{**BWD_COVERED, "causal": False})[1]
 
 
 def test_the_dq_kernel_follows_its_own_routes(sm90, monkeypatch):
     monkeypatch.setattr(flash_bwd_hopper, "DQ_FASTER", {(64, True)})
-    assert flash_bwd_hopper.covers(_q(64), **BWD_COVERED, faster=flash_bwd_hopper.DQ_FASTER)
-    assert not flash_bwd_hopper.covers(_q(), **BWD_COVERED, faster=flash_bwd_hopper.DQ_FASTER)
-    assert not flash_bwd_hopper.covers(_q(64), **{**BWD_COVERED, "causal": False},
-                                       faster=flash_bwd_hopper.DQ_FASTER)
+    assert flash_bwd_hopper.routes(_q(64), **BWD_COVERED)[0]
+    assert not flash_bwd_hopper.routes(_q(), **BWD_COVERED)[0]
+    assert not flash_bwd_hopper.routes(_q(64), **{**BWD_COVERED, "causal": False})[0]
 
 
 def test_head_dim_64_takes_the_gluon_dkdv_only_without_a_causal_mask(sm90):
     """Measured faster not causal, slower causal (kernel_notes v20c); its dQ stays Triton."""
-    assert flash_bwd_hopper.covers(_q(64), **{**BWD_COVERED, "causal": False})
-    assert not flash_bwd_hopper.covers(_q(64), **BWD_COVERED)
+    assert flash_bwd_hopper.routes(_q(64), **{**BWD_COVERED, "causal": False})[1]
+    assert not flash_bwd_hopper.routes(_q(64), **BWD_COVERED)[1]
     for causal in (False, True):
-        assert not flash_bwd_hopper.covers(_q(64), **{**BWD_COVERED, "causal": causal},
-                                           faster=flash_bwd_hopper.DQ_FASTER)
+        assert not flash_bwd_hopper.routes(_q(64), **{**BWD_COVERED, "causal": causal})[0]
 
 
 @pytest.mark.parametrize("change", [
@@ -104,19 +102,20 @@ def test_head_dim_64_takes_the_gluon_dkdv_only_without_a_causal_mask(sm90):
     {"key_padding_mask": torch.ones(1, 128, dtype=torch.bool)},
 ], ids=lambda c: next(iter(c)))
 def test_every_feature_the_dkdv_kernel_lacks_takes_the_triton_one(sm90, change):
-    assert not flash_bwd_hopper.covers(_q(), **{**BWD_COVERED, **change})
+    assert flash_bwd_hopper.routes(_q(), **{**BWD_COVERED, **change}) == (False, False)
 
 
-@pytest.mark.parametrize("module, covered", [(flash_fwd_hopper, COVERED),
-                                             (flash_bwd_hopper, BWD_COVERED)],
-                         ids=["forward", "dkdv"])
-def test_other_gpus_and_the_switch_take_the_triton_kernels(monkeypatch, module, covered):
-    """Both Gluon kernels follow the forward module's GPU test and HF_STABLE_ATTN_GLUON."""
+@pytest.mark.parametrize("gluon, covered", [
+    (lambda q, **f: flash_fwd_hopper.covers(q, **f), COVERED),
+    (lambda q, **f: any(flash_bwd_hopper.routes(q, **f)), BWD_COVERED),
+], ids=["forward", "backward"])
+def test_other_gpus_and_the_switch_take_the_triton_kernels(monkeypatch, gluon, covered):
+    """The Gluon kernels follow the forward module's GPU test and HF_STABLE_ATTN_GLUON."""
     monkeypatch.setattr(flash_fwd_hopper, "_is_sm90", lambda index: False)
-    assert not module.covers(_q(), **covered)
+    assert not gluon(_q(), **covered)
     monkeypatch.setattr(flash_fwd_hopper, "_is_sm90", lambda index: True)
     monkeypatch.setattr(flash_fwd_hopper, "ENABLED", False)
-    assert not module.covers(_q(), **covered)
+    assert not gluon(_q(), **covered)
 
 
 @pytest.mark.parametrize("programs, causal, expected", [
