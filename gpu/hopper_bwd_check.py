@@ -21,7 +21,7 @@ import time
 
 import torch
 
-from benchmarks.timing import interleaved_medians
+from gpu.timed_checks import rates, save, time_within_budget
 from hf_stable_attn.kernels import LAUNCHES, flash_attn_bwd, flash_attn_fwd
 from hf_stable_attn.kernels import flash_bwd, flash_bwd_hopper
 from hf_stable_attn.shift_rule import shift_params
@@ -108,11 +108,9 @@ def timing(shape, configs, rounds):
     for c in DQ_CONFIGS[d]:
         fns[f"dkdv {configs[0]} + dq {c}"] = (
             lambda c=c: backward(dout, q, k, v, out, lse, causal, configs[0], c))
-    med, ms = interleaved_medians(fns, rounds, q.device)
     flops = 2.5 * 4 * batch * hq * s * s * d / (2 if causal else 1)
     return dict(shape=dict(batch=batch, seqlen=s, heads_q=hq, heads_kv=hk, head_dim=d,
-                           causal=causal),
-                ms=med, ms_rounds=ms, tflops={n: flops / m / 1e9 for n, m in med.items()})
+                           causal=causal), **rates(fns, rounds, q.device, flops))
 
 
 CASES = [  # batch, Sq, Sk, Hq, Hk, D, dtype, causal, (B, H, S, D) layout, no group split
@@ -139,30 +137,19 @@ def main() -> None:
     result = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, checks=[],
                   timings=[])
 
-    def save():
-        with open(args.out, "w") as f:
-            json.dump(result, f, indent=1)
-
     for case in ([] if args.timing_only else CASES):
         if case[5] in args.head_dims:
             r = check(case, CONFIGS[case[5]][0])
             result["checks"].append(r)
             print(json.dumps(r), flush=True)
-    save()
+    save(result, args.out)
     shapes = []
     for d in args.head_dims:
         h = 16 if d == 128 else 32
         shapes += [(4, 4096, h, h, d, False), (4, 4096, h, h, d, True),
                    (4, 4096, h, h // 8, d, False)]
-    for shape in shapes:
-        if time.time() - t0 > args.budget_s:
-            result["cut"] = f"budget reached before {shape}"
-            break
-        r = timing(shape, CONFIGS[shape[4]], args.rounds)
-        result["timings"].append(r)
-        print(json.dumps({k: r[k] for k in ("shape", "tflops")}), flush=True)
-        save()
-    save()
+    time_within_budget(shapes, lambda shape: timing(shape, CONFIGS[shape[4]], args.rounds),
+                       result, args.out, args.budget_s, t0, ("shape", "tflops"))
     sys.exit(0 if all(c["ok"] for c in result["checks"]) else 1)
 
 

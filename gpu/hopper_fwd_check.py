@@ -18,7 +18,7 @@ import time
 
 import torch
 
-from benchmarks.timing import interleaved_medians
+from gpu.timed_checks import rates, save, time_within_budget
 from hf_stable_attn.kernels import flash_attn_fwd
 from hf_stable_attn.kernels._common import tma_ready
 from hf_stable_attn.kernels import flash_fwd_hopper
@@ -97,11 +97,10 @@ def timing(shape, configs, rounds):
     fns = {"triton": lambda: triton_call(q, k, v, causal, params)}
     for c in configs:
         fns[str(c)] = (lambda c=c: gluon_call(q, k, v, causal, params, c))
-    med, ms = interleaved_medians(fns, rounds, q.device)
     flops = 4 * batch * hq * s * s * d / (2 if causal else 1)
     return dict(shape=dict(batch=batch, seqlen=s, heads_q=hq, heads_kv=hk, head_dim=d,
                            causal=causal, stabilize=stabilize),
-                ms=med, ms_rounds=ms, tflops={n: flops / m / 1e9 for n, m in med.items()})
+                **rates(fns, rounds, q.device, flops))
 
 
 def main() -> None:
@@ -119,10 +118,6 @@ def main() -> None:
     t0 = time.time()
     result = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, checks=[],
                   timings=[])
-
-    def save():
-        with open(args.out, "w") as f:
-            json.dump(result, f, indent=1)
 
     cases = [(1, 2048, 2048, 4, 4, 64, torch.bfloat16, False),
              (1, 2048, 2048, 4, 4, 128, torch.bfloat16, True),
@@ -148,7 +143,7 @@ def main() -> None:
             r = tied_check(config, d)
             result["checks"].append(r)
             print(json.dumps(r), flush=True)
-    save()
+    save(result, args.out)
     shapes = []
     for d in args.head_dims:
         h = 16 if d == 128 else 32
@@ -160,15 +155,8 @@ def main() -> None:
         wanted = {tuple(map(int, text.split(":"))) for text in args.shapes}
         shapes = [sh for sh in shapes if (sh[4], int(sh[5]), int(sh[6])) in wanted
                   and sh[2] == sh[3]]
-    for shape in shapes:
-        if time.time() - t0 > args.budget_s:
-            result["cut"] = f"budget reached before {shape}"
-            break
-        r = timing(shape, CONFIGS[shape[4]], args.rounds)
-        result["timings"].append(r)
-        print(json.dumps({k: r[k] for k in ("shape", "tflops")}), flush=True)
-        save()
-    save()
+    time_within_budget(shapes, lambda shape: timing(shape, CONFIGS[shape[4]], args.rounds),
+                       result, args.out, args.budget_s, t0, ("shape", "tflops"))
     sys.exit(0 if all(c.get("ok", True) for c in result["checks"]) else 1)
 
 

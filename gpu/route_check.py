@@ -12,12 +12,11 @@ tunes).
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 import torch
 
-from benchmarks.timing import interleaved_medians
+from gpu.timed_checks import rates, time_within_budget
 from hf_stable_attn.kernels import flash_attn_bwd, flash_attn_fwd
 from hf_stable_attn.kernels import flash_bwd, flash_fwd_hopper
 from hf_stable_attn.shift_rule import shift_params
@@ -78,11 +77,10 @@ def measure(kind, s, d, causal, rounds):
     else:
         out, lse = flash_attn_fwd(q, k, v, **kw, **fix)
         fns, flops = backward_variants(dout, q, k, v, out, lse, kw), 2.5 * 4 * batch * hq * s * s * d
-    med, ms = interleaved_medians(fns, rounds, q.device)
     flops /= 2 if causal else 1
     return dict(kind=kind, shape=dict(batch=batch, seqlen=s, heads_q=hq, heads_kv=hk,
                                       head_dim=d, causal=causal),
-                ms=med, ms_rounds=ms, tflops={n: flops / m / 1e9 for n, m in med.items()})
+                **rates(fns, rounds, q.device, flops))
 
 
 def main() -> None:
@@ -95,17 +93,8 @@ def main() -> None:
     result = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, timings=[])
     plan = [(kind, s, d, causal) for kind in ("fwd", "bwd") for s in (2048, 4096)
             for d in (64, 128) for causal in (True, False)]
-    for item in plan:
-        if time.time() - t0 > args.budget_s:
-            result["cut"] = f"budget reached before {item}"
-            break
-        r = measure(*item, args.rounds)
-        result["timings"].append(r)
-        print(json.dumps({k: r[k] for k in ("kind", "shape", "tflops")}), flush=True)
-        with open(args.out, "w") as f:
-            json.dump(result, f, indent=1)
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=1)
+    time_within_budget(plan, lambda item: measure(*item, args.rounds), result, args.out,
+                       args.budget_s, t0, ("kind", "shape", "tflops"))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,42 @@
+"""What the Gluon route and kernel checks (``gpu/route_check.py``, ``hopper_bwd_check.py``,
+``hopper_fwd_check.py``) share: a variant set's timing record, and the timing loop that stops at
+a time budget and keeps its results on disk after every shape."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Callable, Iterable
+
+import torch
+
+from benchmarks.timing import interleaved_medians
+
+
+def rates(fns: dict[str, Callable[[], object]], rounds: int, device: torch.device,
+          flops: float) -> dict:
+    """``interleaved_medians`` of ``fns`` as a record's ``ms`` (median per name), ``ms_rounds``
+    and ``tflops`` (``flops`` per call)."""
+    med, ms = interleaved_medians(fns, rounds, device)
+    return dict(ms=med, ms_rounds=ms, tflops={n: flops / m / 1e9 for n, m in med.items()})
+
+
+def save(result: dict, out: str) -> None:
+    with open(out, "w") as f:
+        json.dump(result, f, indent=1)
+
+
+def time_within_budget(items: Iterable, measure: Callable[[object], dict], result: dict,
+                       out: str, budget_s: float, start: float, shown: tuple[str, ...]) -> None:
+    """Append ``measure(item)`` to ``result["timings"]`` for each item until ``budget_s`` seconds
+    have passed since ``start`` (then ``result["cut"]`` names the first item left out), printing
+    each record's ``shown`` keys and saving ``result`` to ``out`` after each."""
+    for item in items:
+        if time.time() - start > budget_s:
+            result["cut"] = f"budget reached before {item}"
+            break
+        record = measure(item)
+        result["timings"].append(record)
+        print(json.dumps({k: record[k] for k in shown}), flush=True)
+        save(result, out)
+    save(result, out)
