@@ -32,7 +32,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     mbarrier, tma, warpgroup_mma, warpgroup_mma_wait,
 )
 
-from ._common import LOG2E
+from ._common import LOG2E, ceil_div
 from ._hopper_ring import (
     flag_barriers, key_tiles, load_slot, query_tile, release_slot, ring_barriers,
 )
@@ -295,7 +295,7 @@ def dkdv_hopper(q, k, v, dout, lse, delta, dk_out, dv_out, *, softmax_scale, cau
     sk, hk = k.shape[1], k.shape[2]
     splits = dk_out.shape[0]
     stages, regs, tile_m = config or HOPPER_CONFIGS[head_dim]
-    grid = (-(-sk // BLOCK_N), batch * hk * splits)
+    grid = (ceil_div(sk, BLOCK_N), batch * hk * splits)
     _dkdv_ws_kernel[grid](
         q, k, v, dout, lse, delta, dk_out, dv_out,
         q.stride(0), q.stride(1), q.stride(2),
@@ -515,7 +515,7 @@ def dq_hopper(q, k, v, out, dout, lse, delta, dq, *, softmax_scale, causal, conf
     batch, sq, hq, head_dim = q.shape
     sk, hk = k.shape[1], k.shape[2]
     block_n, stages, regs = config or DQ_CONFIGS[head_dim]
-    grid = (-(-sq // 128), batch * hq)
+    grid = (ceil_div(sq, 128), batch * hq)
     _dq_ws_kernel[grid](
         q, k, v, out, dout, lse, delta, dq,
         q.stride(0), q.stride(1), q.stride(2),

@@ -31,7 +31,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     mbarrier, tma, warpgroup_mma, warpgroup_mma_wait,
 )
 
-from ._common import LN2, LOG2E
+from ._common import LN2, LOG2E, ceil_div
 from ._hopper_ring import (
     flag_barriers, key_tiles, load_slot, query_tile, release_slot, ring_barriers,
 )
@@ -338,7 +338,7 @@ def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, ti
     block_n, stages, regs = config or HOPPER_CONFIGS[head_dim]
     out = torch.empty_like(q)
     lse = torch.empty((batch, hq, sq), device=q.device, dtype=torch.float32)
-    grid = (-(-sq // 128), batch * hq)
+    grid = (ceil_div(sq, 128), batch * hq)
     _fwd_ws_kernel[grid](
         q, k, v, out, lse,
         q.stride(0), q.stride(1), q.stride(2),
