@@ -40,7 +40,7 @@ from transformers.masking_utils import (AttentionMaskInterface, causal_mask_func
                                         flash_attention_mask)
 
 from . import hooks
-from .interface import flash_attn_func, flash_attn_varlen_func
+from .interface import attend_heads_first, flash_attn_func, flash_attn_varlen_func
 from .options import _STATE, options_from_config
 
 ATTN_IMPLEMENTATION = "stable_flash"
@@ -110,25 +110,25 @@ def _attend(
     ``.item()``: graph breaks under ``torch.compile``); padding queries among several per row
     give 0, as after unpadding. A mask longer than its filled rows (``stable_flash_mask``) comes
     with one query per row."""
-    q, k, v = (t.transpose(1, 2) for t in (query, key, value))
     keys = None
     if attention_mask is not None:
         filled = attention_mask.shape[1]
-        k, v = k[:, :filled], v[:, :filled]
+        key, value = key[:, :, :filled], value[:, :, :filled]
         keys = attention_mask.bool()
     target = _target_dtype(query, module)
     if target is not None:
-        q, k, v = q.to(target), k.to(target), v.to(target)
+        query, key, value = query.to(target), key.to(target), value.to(target)
     window = (-1, -1)
-    if sliding_window is not None and k.shape[1] > sliding_window:
+    if sliding_window is not None and key.shape[2] > sliding_window:
         window = (sliding_window - 1, sliding_window - 1)  # as Transformers' flash path
-    out = flash_attn_func(
-        q, k, v, dropout_p=dropout, softmax_scale=scaling, causal=is_causal, window_size=window,
-        softcap=softcap or 0.0, s_aux=s_aux, key_padding_mask=keys,
+    out = attend_heads_first(
+        query, key, value, dropout_p=dropout, softmax_scale=scaling, causal=is_causal,
+        window_size=window, softcap=softcap or 0.0, s_aux=s_aux, key_padding_mask=keys,
     )
-    if keys is None or q.shape[1] == 1:  # unpadding keeps a single query per row too
+    seqlen_q = query.shape[2]
+    if keys is None or seqlen_q == 1:  # unpadding keeps a single query per row too
         return out
-    return out * keys[:, -q.shape[1]:, None, None]
+    return out * keys[:, -seqlen_q:, None, None]
 
 
 def stable_flash_attention_forward(
@@ -177,7 +177,7 @@ def stable_flash_attention_forward(
                 module, query, key, value, attention_mask, dropout, scaling, sliding_window,
                 softcap, causal, kwargs.get("s_aux"),
             )
-            return out[..., :v_head_dim], None
+            return _cropped(out, v_head_dim), None
         out = fa_utils._flash_attention_forward(
             query.transpose(1, 2),
             key.transpose(1, 2),
@@ -196,7 +196,13 @@ def stable_flash_attention_forward(
         )
     finally:
         _STATE["active"] = previous
-    return out[..., :v_head_dim], None
+    return _cropped(out, v_head_dim), None
+
+
+def _cropped(out: torch.Tensor, head_dim: int) -> torch.Tensor:
+    """``out`` (B, S, H, D) cut to ``head_dim``, untouched where it already has it (a slicing
+    view would add a node to the autograd graph)."""
+    return out if out.shape[-1] == head_dim else out[..., :head_dim]
 
 
 def stable_flash_mask(batch_size: int, q_length: int, kv_length: int, *args,

@@ -34,12 +34,12 @@ def _unsupported(alibi_slopes, s_aux, block_table) -> None:
 
 def _run(q, k, v, packed, cu_q, cu_k, max_q, max_k, dropout_p, softmax_scale, causal,
          window_size, softcap, deterministic, stabilize, beta, tie_tolerance, backend,
-         key_padding_mask=None):
+         key_padding_mask=None, heads_first=False):
     options = current_options().updated(
         stabilize=stabilize, beta=beta, tie_tolerance=tie_tolerance, backend=backend
     )
     chosen = ops.resolve_backend(options.backend, q)
-    ops.validate_inputs(q, k, v, chosen, packed, key_padding_mask)
+    ops.validate_inputs(q, k, v, chosen, packed, key_padding_mask, heads_first)
     if softmax_scale is None:
         softmax_scale = q.shape[-1] ** -0.5
     left, right = (int(w) for w in window_size)
@@ -51,7 +51,7 @@ def _run(q, k, v, packed, cu_q, cu_k, max_q, max_k, dropout_p, softmax_scale, ca
         q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=max_q, max_seqlen_k=max_k,
         softmax_scale=softmax_scale, causal=causal, window_left=left, window_right=right,
         softcap=float(softcap or 0.0), dropout_p=float(dropout_p), shift=shift, backend=chosen,
-        deterministic=deterministic, key_padding_mask=key_padding_mask,
+        deterministic=deterministic, key_padding_mask=key_padding_mask, heads_first=heads_first,
     )
 
 
@@ -105,6 +105,31 @@ def flash_attn_func(
         key_padding_mask,
     )
     return (out, lse, None) if return_attn_probs else out
+
+
+def attend_heads_first(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    *,
+    dropout_p: float,
+    softmax_scale: float | None,
+    causal: bool,
+    window_size: tuple[int, int],
+    softcap: float,
+    s_aux: Tensor | None = None,
+    key_padding_mask: Tensor | None = None,
+) -> Tensor:
+    """``flash_attn_func`` on Transformers' layout, for the registered attention function:
+    query (B, Hq, Sq, D), key/value (B, Hk, Sk, D) -> out (B, Sq, Hq, D). Taking the layout as
+    it comes saves the graph three transposes (host time in the forward and the backward)."""
+    _unsupported(None, s_aux, None)
+    out, _ = _run(
+        query, key, value, False, None, None, query.shape[2], key.shape[2], dropout_p,
+        softmax_scale, causal, window_size, softcap, True, None, None, None, None,
+        key_padding_mask, heads_first=True,
+    )
+    return out
 
 
 def flash_attn_varlen_func(

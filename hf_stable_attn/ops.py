@@ -170,9 +170,12 @@ class _Attention(torch.autograd.Function):
     ``lse`` is returned without a gradient (as flash-attn's)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, cu_q, cu_k, seed, static, kpm):
+    def forward(ctx, q, k, v, cu_q, cu_k, seed, static, kpm, heads_first):
         (max_q, max_k, scale, causal, left, right, softcap, dropout_p, stabilize, beta,
          tie_window, min_gap, max_gap, deterministic, backend) = static
+        ctx.heads_first = heads_first
+        if heads_first:
+            q, k, v = _seq_first(q, k, v)
         out, lse = _run_forward(q, k, v, cu_q, cu_k, seed, static, kpm)
         ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k, seed, kpm)
         ctx.static = (max_q, max_k, scale, causal, left, right, softcap, dropout_p,
@@ -186,11 +189,18 @@ class _Attention(torch.autograd.Function):
         (max_q, max_k, scale, causal, left, right, softcap, dropout_p, deterministic,
          backend) = ctx.static
         backward = _backward_impl if _dispatch_free(dout, q, k, v, cu_q, cu_k, kpm) else _bwd
-        dq, dk, dv = backward(
+        grads = backward(
             dout, q, k, v, out, lse, cu_q, cu_k, max_q, max_k, scale, causal, left, right,
             softcap, dropout_p, seed, deterministic, backend, kpm,
         )
-        return dq, dk, dv, None, None, None, None, None
+        if ctx.heads_first:
+            grads = _seq_first(*grads)  # back to the inputs' (B, H, S, D)
+        return (*grads, None, None, None, None, None, None)
+
+
+def _seq_first(*tensors: Tensor) -> tuple[Tensor, ...]:
+    """(B, H, S, D) views of (B, S, H, D) tensors, or the other way round."""
+    return tuple(t.transpose(1, 2) for t in tensors)
 
 
 def resolve_backend(backend: str, q: Tensor) -> str:
@@ -218,10 +228,14 @@ def _log_fp32_fallback(dtype: torch.dtype) -> None:
 
 
 def validate_inputs(q: Tensor, k: Tensor, v: Tensor, backend: str, packed: bool,
-                    key_padding_mask: Optional[Tensor] = None) -> None:
-    """Raise a clear error for inputs the op cannot honour."""
+                    key_padding_mask: Optional[Tensor] = None, heads_first: bool = False) -> None:
+    """Raise a clear error for inputs the op cannot honour (dense ``heads_first`` inputs are
+    (B, H, S, D))."""
     rank = 3 if packed else 4
-    layout = "(total_tokens, heads, head_dim)" if packed else "(batch, seqlen, heads, head_dim)"
+    layout = ("(total_tokens, heads, head_dim)" if packed else
+              "(batch, heads, seqlen, head_dim)" if heads_first else
+              "(batch, seqlen, heads, head_dim)")
+    heads, seq = (1, 2) if heads_first else (-2, 1)
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.dim() != rank:
             raise ValueError(f"{name} must be {layout}, got shape {tuple(t.shape)}")
@@ -240,20 +254,22 @@ def validate_inputs(q: Tensor, k: Tensor, v: Tensor, backend: str, packed: bool,
         raise ValueError(
             f"head dims must be equal and <= {MAX_HEAD_DIM}, got q {q.shape[-1]}, k {k.shape[-1]}, v {v.shape[-1]}"
         )
-    if q.shape[-2] % k.shape[-2] != 0 or k.shape[-2] != v.shape[-2]:
+    if q.shape[heads] % k.shape[heads] != 0 or k.shape[heads] != v.shape[heads]:
         raise ValueError(
-            f"query heads ({q.shape[-2]}) must be a multiple of key/value heads ({k.shape[-2]}, {v.shape[-2]})"
+            f"query heads ({q.shape[heads]}) must be a multiple of key/value heads "
+            f"({k.shape[heads]}, {v.shape[heads]})"
         )
-    if not packed and (q.shape[0] != k.shape[0] or tuple(k.shape[:2]) != tuple(v.shape[:2])):
+    if not packed and (q.shape[0] != k.shape[0] or k.shape[0] != v.shape[0]
+                       or k.shape[seq] != v.shape[seq]):
         raise ValueError(
             f"batch/seqlen mismatch: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
         )
     if key_padding_mask is not None:
         if packed:
             raise ValueError("key_padding_mask is for padded batches; packed sequences have no padding")
-        if tuple(key_padding_mask.shape) != (k.shape[0], k.shape[1]):
+        if tuple(key_padding_mask.shape) != (k.shape[0], k.shape[seq]):
             raise ValueError(
-                f"key_padding_mask must be (batch, seqlen_k) = {tuple(k.shape[:2])}, "
+                f"key_padding_mask must be (batch, seqlen_k) = {(k.shape[0], k.shape[seq])}, "
                 f"got {tuple(key_padding_mask.shape)}"
             )
         if key_padding_mask.device != k.device:
@@ -279,9 +295,13 @@ def attention(
     backend: str,
     deterministic: bool = True,
     key_padding_mask: Optional[Tensor] = None,
+    heads_first: bool = False,
 ) -> tuple[Tensor, Tensor]:
     """Differentiable stabilized attention; returns ``(out, lse)``. Layouts: docs/design.md;
-    ``key_padding_mask`` (dense layout, bool (B, Sk)): keys never attended where False."""
+    ``key_padding_mask`` (dense layout, bool (B, Sk)): keys never attended where False.
+    ``heads_first``: dense q, k, v come as (B, H, S, D) (Transformers' layout), still with out
+    (B, Sq, Hq, D); they are transposed inside the autograd function, so the graph gets no
+    transpose nodes (each costs host time in the forward and the backward)."""
     seed = None
     if dropout_p > 0.0:
         seed = torch.randint(0, 2**62, (), dtype=torch.int64)
@@ -292,6 +312,8 @@ def attention(
     )
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
         return _Attention.apply(q, k, v, cu_seqlens_q, cu_seqlens_k, seed, static,
-                                key_padding_mask)
+                                key_padding_mask, heads_first)
+    if heads_first:
+        q, k, v = _seq_first(q, k, v)
     return _run_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, seed, static,
                         key_padding_mask)  # e.g. generation

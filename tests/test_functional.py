@@ -98,6 +98,58 @@ def test_key_padding_mask_equals_unpadding():
         flash_attn_func(q, k, v, key_padding_mask=keys[:, :5])
 
 
+def test_heads_first_inputs_give_flash_attn_funcs_output_and_gradients():
+    """``attend_heads_first`` (Transformers' (B, H, S, D) layout, the registered attention
+    function's route) computes what ``flash_attn_func`` computes on the transposed inputs, with
+    and without grad, key padding included, and its graph holds no transpose nodes."""
+    from hf_stable_attn.interface import attend_heads_first
+
+    torch.manual_seed(3)
+    q, k, v = (t.transpose(1, 2).detach().requires_grad_() for t in _qkv(sq=13, sk=13))
+    keys = torch.arange(13)[None, :] >= torch.tensor([0, 4])[:, None]
+    kw = dict(softmax_scale=0.3, causal=True, window_size=(-1, -1), softcap=0.0)
+    out = attend_heads_first(q, k, v, dropout_p=0.0, key_padding_mask=keys, **kw)
+    assert type(out.grad_fn).__name__ == "_AttentionBackward"
+    assert all(leaf is None or type(leaf).__name__ == "AccumulateGrad"
+               for leaf, _ in out.grad_fn.next_functions[:3])
+    dout = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (q, k, v), dout)
+    seq_first = [t.transpose(1, 2) for t in (q, k, v)]
+    ref = flash_attn_func(*seq_first, key_padding_mask=keys, **{k_: w for k_, w in kw.items()
+                                                                 if k_ != "window_size"})
+    ref_grads = torch.autograd.grad(ref, (q, k, v), dout)
+    assert torch.equal(out, ref)
+    for g, r, t in zip(grads, ref_grads, (q, k, v)):
+        assert g.shape == t.shape and torch.equal(g, r)
+    with torch.no_grad():
+        assert torch.equal(attend_heads_first(q, k, v, dropout_p=0.0, **kw), flash_attn_func(
+            *seq_first, softmax_scale=0.3, causal=True))
+    with pytest.raises(ValueError, match=r"batch, heads, seqlen.*got shape \(2, 4, 13\)"):
+        attend_heads_first(q[..., 0], k, v, dropout_p=0.0, **kw)
+    with pytest.raises(ValueError, match="multiple of key/value heads"):
+        attend_heads_first(q[:, :3], k, v, dropout_p=0.0, **kw)
+    with pytest.raises(ValueError, match=r"key_padding_mask must be \(batch, seqlen_k\) = \(2, 13\)"):
+        attend_heads_first(q, k, v, dropout_p=0.0, key_padding_mask=keys[:, :5], **kw)
+
+
+def test_the_registered_attention_adds_one_node_to_the_graph():
+    """Host time per layer: the registered attention function hands Transformers' (B, H, S, D)
+    projections to the autograd function as they come, so its output's node reads them directly
+    (no transpose or slicing nodes of ours, each a few microseconds per layer and pass)."""
+    from transformers import GPT2Config, GPT2Model
+
+    from hf_stable_attn.integration import stable_flash_attention_forward
+
+    attention = GPT2Model(GPT2Config(n_layer=1, n_embd=32, n_head=2)).h[0].attn
+    x = torch.randn(2, 7, 32, requires_grad=True)
+    q, k, v = (x.view(2, 7, 2, 16).transpose(1, 2) * s for s in (1.0, 2.0, 3.0))
+    out, weights = stable_flash_attention_forward(attention, q, k, v, None, dropout=0.0,
+                                                  scaling=0.25, is_causal=True)
+    assert weights is None and out.shape == (2, 7, 2, 16)
+    assert type(out.grad_fn).__name__ == "_AttentionBackward"
+    assert [fn for fn, _ in out.grad_fn.next_functions[:3]] == [t.grad_fn for t in (q, k, v)]
+
+
 def test_set_default_options_changes_the_process_default():
     q, k, v = _qkv()
     try:
