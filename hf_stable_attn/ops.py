@@ -167,7 +167,8 @@ class _Attention(torch.autograd.Function):
     ``hf_stable_attn::bwd`` needs. An ``autograd.Function`` rather than ``register_autograd``,
     whose wrapper re-binds the op's 21 arguments on every call (hundreds of microseconds of host
     time per layer measured on the GPU host; docs/kernel_notes.md, host overhead).
-    ``lse`` is returned without a gradient (as flash-attn's)."""
+    ``lse`` is returned without a gradient (as flash-attn's). With ``heads_first`` the inputs
+    are (B, H, S, D) and their gradients are returned in that layout."""
 
     @staticmethod
     def forward(ctx, q, k, v, cu_q, cu_k, seed, static, kpm, heads_first):

@@ -107,7 +107,8 @@ def test_heads_first_inputs_give_flash_attn_funcs_output_and_gradients():
     torch.manual_seed(3)
     q, k, v = (t.transpose(1, 2).detach().requires_grad_() for t in _qkv(sq=13, sk=13))
     keys = torch.arange(13)[None, :] >= torch.tensor([0, 4])[:, None]
-    kw = dict(softmax_scale=0.3, causal=True, window_size=(-1, -1), softcap=0.0)
+    common = dict(softmax_scale=0.3, causal=True)
+    kw = dict(common, window_size=(-1, -1), softcap=0.0)
     out = attend_heads_first(q, k, v, dropout_p=0.0, key_padding_mask=keys, **kw)
     assert type(out.grad_fn).__name__ == "_AttentionBackward"
     assert all(leaf is None or type(leaf).__name__ == "AccumulateGrad"
@@ -115,15 +116,14 @@ def test_heads_first_inputs_give_flash_attn_funcs_output_and_gradients():
     dout = torch.randn_like(out)
     grads = torch.autograd.grad(out, (q, k, v), dout)
     seq_first = [t.transpose(1, 2) for t in (q, k, v)]
-    ref = flash_attn_func(*seq_first, key_padding_mask=keys, **{k_: w for k_, w in kw.items()
-                                                                 if k_ != "window_size"})
+    ref = flash_attn_func(*seq_first, key_padding_mask=keys, **common)
     ref_grads = torch.autograd.grad(ref, (q, k, v), dout)
     assert torch.equal(out, ref)
     for g, r, t in zip(grads, ref_grads, (q, k, v)):
         assert g.shape == t.shape and torch.equal(g, r)
     with torch.no_grad():
-        assert torch.equal(attend_heads_first(q, k, v, dropout_p=0.0, **kw), flash_attn_func(
-            *seq_first, softmax_scale=0.3, causal=True))
+        assert torch.equal(attend_heads_first(q, k, v, dropout_p=0.0, **kw),
+                           flash_attn_func(*seq_first, **common))
     with pytest.raises(ValueError, match=r"batch, heads, seqlen.*got shape \(2, 4, 13\)"):
         attend_heads_first(q[..., 0], k, v, dropout_p=0.0, **kw)
     with pytest.raises(ValueError, match="multiple of key/value heads"):
