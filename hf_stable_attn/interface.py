@@ -126,8 +126,9 @@ def attend_heads_first(
     _unsupported(None, s_aux, None)
     out, _ = _run(
         query, key, value, False, None, None, query.shape[2], key.shape[2], dropout_p,
-        softmax_scale, causal, window_size, softcap, True, None, None, None, None,
-        key_padding_mask, heads_first=True,
+        softmax_scale, causal, window_size, softcap, deterministic=True, stabilize=None,
+        beta=None, tie_tolerance=None, backend=None, key_padding_mask=key_padding_mask,
+        heads_first=True,
     )
     return out
 
