@@ -34,8 +34,9 @@ def gluon_call(q, k, v, causal, params, config=None):
                                  **fix_kwargs(params), config=config)
 
 
-# (BLOCK_N, STAGES, consumer registers) tried per head dim; the first is the table's.
-CONFIGS = {128: [(128, 2, 240), (64, 3, 232)], 64: [(128, 2, 232), (64, 3, 232), (128, 3, 232)]}
+# (BLOCK_N, STAGES, consumer registers, consumers) tried per head dim; the first is the table's.
+CONFIGS = {128: [(128, 2, 240, 2), (64, 3, 232, 2)],
+           64: [(128, 2, 232, 2), (128, 2, 160, 3), (64, 3, 232, 2), (128, 3, 232, 2)]}
 
 
 def triton_call(q, k, v, causal, params):
@@ -113,7 +114,9 @@ def main() -> None:
     ap.add_argument("--shapes", nargs="+", default=None,
                     help="timing shapes as D:causal:fix, e.g. 128:1:1 (default: all)")
     ap.add_argument("--configs", nargs="+", default=None,
-                    help="Gluon configs as D:BLOCK_N:STAGES:REGS (default: CONFIGS)")
+                    help="Gluon configs as D:BLOCK_N:STAGES:REGS:CONSUMERS (default: CONFIGS)")
+    ap.add_argument("--seqlens", type=int, nargs="+", default=[4096],
+                    help="timing lengths (16384 tokens per batch)")
     args = ap.parse_args()
     t0 = time.time()
     result = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, checks=[],
@@ -145,12 +148,13 @@ def main() -> None:
             print(json.dumps(r), flush=True)
     save(result, args.out)
     shapes = []
-    for d in args.head_dims:
-        h = 16 if d == 128 else 32
-        for causal in (False, True):
-            for stabilize in (True, False):
-                shapes.append((4, 4096, h, h, d, causal, stabilize))
-        shapes.append((4, 4096, h, h // 8, d, False, True))
+    for s in args.seqlens:
+        for d in args.head_dims:
+            h = 16 if d == 128 else 32
+            for causal in (False, True):
+                for stabilize in (True, False):
+                    shapes.append((16384 // s, s, h, h, d, causal, stabilize))
+            shapes.append((16384 // s, s, h, h // 8, d, False, True))
     if args.shapes:
         wanted = {tuple(map(int, text.split(":"))) for text in args.shapes}
         shapes = [sh for sh in shapes if (sh[4], int(sh[5]), int(sh[6])) in wanted

@@ -1,11 +1,11 @@
 """What the three Gluon kernels on Hopper (``flash_fwd_hopper``'s forward, ``flash_bwd_hopper``'s
-dQ and dK/dV) share: the ring of shared-memory slots through which a 1-warp loader feeds two
-consumer warpgroups, and (forward and dQ) a program's query tile, causal grids heaviest first,
-and how many key tiles it sees.
+dQ and dK/dV) share: the ring of shared-memory slots through which a 1-warp loader feeds the
+consumer warpgroups (two, or three in the D64 forward), and (forward and dQ) a program's query
+tile, causal grids heaviest first, and how many key tiles it sees.
 
 A ring carries two tiles per slot (K and V, or Q and dO), ``a`` and ``b``. Each has a "full"
-mbarrier per slot (one arrival: the loader's TMA transaction count) and an "empty" one (two
-arrivals: one per consumer). Slot ``t % STAGES`` is used in phase ``(t // STAGES) & 1``.
+mbarrier per slot (one arrival: the loader's TMA transaction count) and an "empty" one (one
+arrival per consumer). Slot ``t % STAGES`` is used in phase ``(t // STAGES) & 1``.
 """
 
 from triton.experimental import gluon
@@ -29,24 +29,25 @@ def heaviest_first(tile, column):
 
 
 @gluon.jit
-def query_tile(num_heads_q, group, CAUSAL: gl.constexpr):
-    """The 128-row query tile of a forward or dQ program, grid (query tiles, B * Hq), causal
-    grids heaviest first: ``(start_m, batch (int64), query head, KV head)``."""
+def query_tile(num_heads_q, group, CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr = 128):
+    """The ``BLOCK_M``-row query tile of a forward or dQ program, grid (query tiles, B * Hq),
+    causal grids heaviest first: ``(start_m, batch (int64), query head, KV head)``."""
     tile = gl.program_id(0)
     column = gl.program_id(1)
     if CAUSAL:
         tile, column = heaviest_first(tile, column)
-    return (tile * 128, (column // num_heads_q).to(gl.int64), column % num_heads_q,
+    return (tile * BLOCK_M, (column // num_heads_q).to(gl.int64), column % num_heads_q,
             (column % num_heads_q) // group)
 
 
 @gluon.jit
-def key_tiles(start_m, diag, seqlen_k, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
-    """How many ``BLOCK_N``-key tiles the 128 query rows from ``start_m`` see (at least one);
-    ``diag = seqlen_k - seqlen_q`` (bottom-right aligned causal mask)."""
+def key_tiles(start_m, diag, seqlen_k, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr,
+              BLOCK_M: gl.constexpr = 128):
+    """How many ``BLOCK_N``-key tiles the ``BLOCK_M`` query rows from ``start_m`` see (at least
+    one); ``diag = seqlen_k - seqlen_q`` (bottom-right aligned causal mask)."""
     hi = seqlen_k
     if CAUSAL:
-        hi = gl.maximum(gl.minimum(start_m + 128 + diag, seqlen_k), 0)
+        hi = gl.maximum(gl.minimum(start_m + BLOCK_M + diag, seqlen_k), 0)
     return gl.maximum(gl.cdiv(hi, BLOCK_N), 1)
 
 
@@ -60,9 +61,9 @@ def flag_barriers(COUNT: gl.constexpr):
 
 
 @gluon.jit
-def ring_barriers(STAGES: gl.constexpr):
+def ring_barriers(STAGES: gl.constexpr, CONSUMERS: gl.constexpr = 2):
     """The ring's mbarriers, initialized: ``(a_full, a_empty, b_full, b_empty)``, each
-    ``STAGES`` long."""
+    ``STAGES`` long, the "empty" ones waiting for ``CONSUMERS`` arrivals."""
     a_full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     a_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     b_full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -70,15 +71,15 @@ def ring_barriers(STAGES: gl.constexpr):
     for i in gl.static_range(STAGES):
         mbarrier.init(a_full.index(i), count=1)
         mbarrier.init(b_full.index(i), count=1)
-        mbarrier.init(a_empty.index(i), count=2)
-        mbarrier.init(b_empty.index(i), count=2)
+        mbarrier.init(a_empty.index(i), count=CONSUMERS)
+        mbarrier.init(b_empty.index(i), count=CONSUMERS)
     return a_full, a_empty, b_full, b_empty
 
 
 @gluon.jit
 def load_slot(t, row, a_desc, b_desc, a_smem, b_smem, a_full, a_empty, b_full, b_empty):
     """The loader's ``t``-th fill: rows ``row`` onwards of ``a_desc`` and ``b_desc`` into slot
-    ``t % STAGES``, each once both consumers have released it."""
+    ``t % STAGES``, each once every consumer has released it."""
     STAGES: gl.constexpr = a_smem.shape[0]
     slot = t % STAGES
     phase = (t // STAGES) & 1
@@ -92,7 +93,7 @@ def load_slot(t, row, a_desc, b_desc, a_smem, b_smem, a_full, a_empty, b_full, b
 
 @gluon.jit
 def release_slot(t, STAGES: gl.constexpr, a_full, a_empty, b_full, b_empty):
-    """A consumer's ``t``-th slot, which it does not read (only the other consumer's rows or
+    """A consumer's ``t``-th slot, which it does not read (only another consumer's rows or
     keys see it): wait for it and hand it back."""
     mbarrier.wait(a_full.index(t % STAGES), (t // STAGES) & 1)
     mbarrier.arrive(a_empty.index(t % STAGES), count=1)

@@ -2,18 +2,19 @@
 specialization, for the calls it covers; ``flash_fwd.flash_attn_fwd`` sends every other call to
 the Triton kernel (docs/kernel_notes.md, v19d).
 
-Per 128-row query tile, three partitions: a 1-warp loader issues the TMA copies (Q's two
-halves, then K and V tile by tile into a ring of ``STAGES`` slots), and two 4-warp consumers
-each own 64 rows. A consumer's step issues tile j's ``Q K^T`` and tile j-1's ``P V`` as
+Per query tile of 64 rows per consumer, a 1-warp loader issues the TMA copies (Q's parts, then
+K and V tile by tile into a ring of ``STAGES`` slots), and ``CONSUMERS`` 4-warp consumers (two;
+three at head dim 64, as FlashAttention-3's 192-row tiles there) each own 64 rows. A consumer's step issues tile j's ``Q K^T`` and tile j-1's ``P V`` as
 asynchronous wgmma, waits for the scores, runs tile j's softmax (the tie count and shift of
 ``flash_fwd._fwd_tiles``, the same arithmetic) while ``P V`` runs, then releases the slots to
-the loader through "empty" mbarriers (two arrivals, one per consumer). The consumers share no
-barrier, so the warp scheduler runs one's softmax during the other's matrix products, which a
-single partition (v19a) cannot.
+the loader through "empty" mbarriers (one arrival per consumer). The consumers share no
+barrier, so the warp scheduler runs one's softmax during another's matrix products, which a
+single partition (v19a) cannot; a third consumer gives each scheduler one more warp to issue
+from while the others wait (the D64 softmax is long against its matrix products).
 
 Covers: dense ``(B, S, H, D)`` bf16/fp16, head dim 64 or 128, causal (bottom-right aligned) or
 not, GQA, the fix on or off, where ``_common.tma_ready`` holds; ``covers`` routes the subset
-measured faster (``FASTER``: from 128 query rows; D64 with the fix from 4096, causal 8192).
+measured faster (``FASTER``: from one query tile; D64 with the fix from 4096, causal 8192).
 Not: packed sequences, windows, softcap, dropout, padding masks, ``return_shift``,
 ``shift_single``. Gluon does not run under the interpreter; the GPU suite tests this path
 (``tests/gpu/test_hopper_forward.py``). HF_STABLE_ATTN_GLUON=0 turns it off.
@@ -97,10 +98,11 @@ def _loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_full, k_em
             v_empty, O, LSE, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, b64, h,
             start_m, seqlen_q, seqlen_k, n_tiles, diag, qk_scale, beta, tie_window, min_gap,
             max_gap):
-    """The load partition: both halves of the query tile, then K and V tile by tile into the
-    ring, each slot once both consumers have released it."""
+    """The load partition: the query tile's part of each consumer, then K and V tile by tile
+    into the ring, each slot once every consumer has released it."""
     BLOCK_N: gl.constexpr = k_smem.shape[1]
-    for wg in gl.static_range(2):
+    CONSUMERS: gl.constexpr = q_smem.shape[0]
+    for wg in gl.static_range(CONSUMERS):
         mbarrier.expect(q_bars.index(wg), q_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(q_desc, [start_m + wg * 64, 0], q_bars.index(wg),
                                         q_smem.index(wg))
@@ -115,13 +117,14 @@ def _consume(WG: gl.constexpr, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, 
              seqlen_q, seqlen_k, n_tiles, diag, qk_scale, beta, tie_window, min_gap, max_gap):
     """One consumer partition (4 warps): query rows ``start_m + 64 WG`` onwards. (The
     compile-time sizes come from the buffers' shapes and the switches from ``q_bars``' length,
-    2 + STABILIZE + 2 CAUSAL: warp_specialize passes its arguments as run-time values.)"""
+    CONSUMERS + STABILIZE + 2 CAUSAL: warp_specialize passes its arguments as run-time values.)"""
     BLOCK_M: gl.constexpr = 64
+    CONSUMERS: gl.constexpr = q_smem.shape[0]
     STAGES: gl.constexpr = k_smem.shape[0]
     BLOCK_N: gl.constexpr = k_smem.shape[1]
     HEAD_DIM: gl.constexpr = k_smem.shape[2]
-    STABILIZE: gl.constexpr = q_bars.shape[0] % 2 == 1
-    CAUSAL: gl.constexpr = q_bars.shape[0] >= 4
+    STABILIZE: gl.constexpr = (q_bars.shape[0] - CONSUMERS) % 2 == 1
+    CAUSAL: gl.constexpr = q_bars.shape[0] - CONSUMERS >= 2
     dtype: gl.constexpr = q_smem.dtype
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16])
@@ -137,7 +140,7 @@ def _consume(WG: gl.constexpr, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, 
     shift = gl.zeros_like(m1)
     l_i = gl.zeros_like(m1)
     consts = (seqlen_k, diag, qk_scale, beta, tie_window, min_gap, max_gap)
-    # This partition's key tiles (the loader's ``n_tiles`` is the second partition's, which
+    # This partition's key tiles (the loader's ``n_tiles`` is the last partition's, which
     # sees the most): [0, n_full) unmasked, [n_full, n_mine) cut by the diagonal or the end.
     hi = seqlen_k
     full_hi = (seqlen_k // BLOCK_N) * BLOCK_N
@@ -173,7 +176,7 @@ def _consume(WG: gl.constexpr, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, 
     acc_tok = warpgroup_mma(p_op, v_smem.index(last % STAGES), acc, is_async=True)
     acc = warpgroup_mma_wait(0, deps=(acc_tok,))
     mbarrier.arrive(v_empty.index(last % STAGES), count=1)
-    for j in range(n_mine, n_tiles):  # tiles only the other partition sees: release them
+    for j in range(n_mine, n_tiles):  # tiles only later partitions see: release them
         release_slot(j, STAGES, k_full, k_empty, v_full, v_empty)
 
     l_o = gl.convert_layout(l_i, row_o)
@@ -239,6 +242,16 @@ def _consumer1(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_full, k
 
 
 @gluon.jit
+def _consumer2(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, v_full,
+               v_empty, O, LSE, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, b64, h,
+               start_m, seqlen_q, seqlen_k, n_tiles, diag, qk_scale, beta, tie_window,
+               min_gap, max_gap):
+    _consume(2, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, v_full, v_empty, O, LSE,
+             stride_ob, stride_os, stride_oh, stride_lb, stride_lh, b64, h, start_m, seqlen_q,
+             seqlen_k, n_tiles, diag, qk_scale, beta, tie_window, min_gap, max_gap)
+
+
+@gluon.jit
 def _fwd_ws_kernel(
     Q, K, V, O, LSE,
     stride_qb, stride_qs, stride_qh,
@@ -250,12 +263,13 @@ def _fwd_ws_kernel(
     qk_scale, beta, tie_window, min_gap, max_gap,
     CAUSAL: gl.constexpr, STABILIZE: gl.constexpr, HEAD_DIM: gl.constexpr,
     BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-    num_warps: gl.constexpr,
+    CONSUMERS: gl.constexpr, num_warps: gl.constexpr,
 ):
     dtype: gl.constexpr = Q.dtype.element_ty
     q_shared: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, HEAD_DIM], dtype)
     kv_shared: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
-    start_m, b64, h, hk = query_tile(num_heads_q, group, CAUSAL)
+    BLOCK_M: gl.constexpr = 64 * CONSUMERS
+    start_m, b64, h, hk = query_tile(num_heads_q, group, CAUSAL, BLOCK_M)
     q_desc = tma.make_tensor_descriptor(Q + b64 * stride_qb + h * stride_qh, [seqlen_q, HEAD_DIM],
                                         [stride_qs, 1], [64, HEAD_DIM], q_shared)
     k_desc = tma.make_tensor_descriptor(K + b64 * stride_kb + hk * stride_kh, [seqlen_k, HEAD_DIM],
@@ -263,28 +277,33 @@ def _fwd_ws_kernel(
     v_desc = tma.make_tensor_descriptor(V + b64 * stride_vb + hk * stride_vh, [seqlen_k, HEAD_DIM],
                                         [stride_vs, 1], [BLOCK_N, HEAD_DIM], kv_shared)
     diag = seqlen_k - seqlen_q
-    n_tiles = key_tiles(start_m, diag, seqlen_k, BLOCK_N, CAUSAL)
+    n_tiles = key_tiles(start_m, diag, seqlen_k, BLOCK_N, CAUSAL, BLOCK_M)
 
-    q_smem = gl.allocate_shared_memory(dtype, [2, 64, HEAD_DIM], q_shared)
+    q_smem = gl.allocate_shared_memory(dtype, [CONSUMERS, 64, HEAD_DIM], q_shared)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_shared)
     v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_shared)
-    # The partitions read STABILIZE and CAUSAL from q_bars' length (2 + STABILIZE + 2 CAUSAL):
-    # warp_specialize passes its arguments as run-time values.
-    N_QBARS: gl.constexpr = 2 + (1 if STABILIZE else 0) + (2 if CAUSAL else 0)
+    # The partitions read STABILIZE and CAUSAL from q_bars' length (CONSUMERS + STABILIZE
+    # + 2 CAUSAL): warp_specialize passes its arguments as run-time values.
+    N_QBARS: gl.constexpr = CONSUMERS + (1 if STABILIZE else 0) + (2 if CAUSAL else 0)
     q_bars = flag_barriers(N_QBARS)
-    k_full, k_empty, v_full, v_empty = ring_barriers(STAGES)
+    k_full, k_empty, v_full, v_empty = ring_barriers(STAGES, CONSUMERS)
 
     args = (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, v_full,
             v_empty, O, LSE, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, b64, h,
             start_m, seqlen_q, seqlen_k, n_tiles, diag, qk_scale, beta, tie_window, min_gap,
             max_gap)
-    gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_loader, args)], [4, 1],
-                       [CONSUMER_REGS, 24])
+    if CONSUMERS == 3:
+        gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_consumer2, args),
+                            (_loader, args)], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, 24])
+    else:
+        gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_loader, args)], [4, 1],
+                           [CONSUMER_REGS, 24])
 
 
-# (BLOCK_N, STAGES, consumer registers) per head dim; 128-row query tiles (two consumers).
-# Measured on an H100 (docs/kernel_notes.md, v19d).
-HOPPER_CONFIGS = {64: (128, 2, 232), 128: (128, 2, 240)}
+# (BLOCK_N, STAGES, consumer registers, consumers) per head dim: query tiles of 64 rows per
+# consumer. Measured on an H100 (docs/kernel_notes.md, v19d, v22a). Three consumers and the
+# loader's warpgroup hold 65536 registers at 160 per consumer thread.
+HOPPER_CONFIGS = {64: (128, 2, 232, 2), 128: (128, 2, 240, 2)}
 # Least query rows (not causal, causal) per (head dim, fix on) from which this kernel measured
 # faster than the Triton forward on an H100 (v19d; session 18's gpu/route_check.py): D128 from
 # one full tile; D64 with the fix from 4096 rows not causal and 8192 causal (the Triton forward
@@ -322,23 +341,24 @@ def covers(q, *, stabilize, shift_single, return_shift, **features) -> bool:
 
 def tile_record(head_dim: int) -> tuple[int, int, int, int, bool]:
     """The launch's config as ``TiledLaunch.last`` spells one (BLOCK_M, BLOCK_N, warps, stages,
-    TMA): 12 warps (two consumer warpgroups and the loader's) mark this kernel."""
-    block_n, stages, _ = HOPPER_CONFIGS[head_dim]
-    return 128, block_n, 12, stages, True
+    TMA): 12 or 16 warps (the consumer warpgroups and the loader's) mark this kernel."""
+    block_n, stages, _, consumers = HOPPER_CONFIGS[head_dim]
+    return 64 * consumers, block_n, 4 * (consumers + 1), stages, True
 
 
 def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, tie_window,
                           min_gap, max_gap, config=None):
     """Stabilized forward of dense q (B, Sq, Hq, D), k, v (B, Sk, Hk, D) on the current GPU
     (the caller makes q's current and checked ``covers``). The shift rule's constants in
-    natural-log units; ``config`` (BLOCK_N, STAGES, consumer registers) overrides the table.
+    natural-log units; ``config`` (BLOCK_N, STAGES, consumer registers, consumers) overrides
+    the table.
     Returns ``(out, lse)``: out like q, lse fp32 (B, Hq, Sq), +inf on rows that see no key."""
     batch, sq, hq, head_dim = q.shape
     sk, hk = k.shape[1], k.shape[2]
-    block_n, stages, regs = config or HOPPER_CONFIGS[head_dim]
+    block_n, stages, regs, consumers = config or HOPPER_CONFIGS[head_dim]
     out = torch.empty_like(q)
     lse = torch.empty((batch, hq, sq), device=q.device, dtype=torch.float32)
-    grid = (ceil_div(sq, 128), batch * hq)
+    grid = (ceil_div(sq, 64 * consumers), batch * hq)
     _fwd_ws_kernel[grid](
         q, k, v, out, lse,
         q.stride(0), q.stride(1), q.stride(2),
@@ -350,6 +370,6 @@ def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, ti
         float(softmax_scale * LOG2E), float(beta), float(tie_window * LOG2E),
         float(min_gap * LOG2E), float(max_gap * LOG2E),
         CAUSAL=bool(causal), STABILIZE=bool(stabilize), HEAD_DIM=head_dim, BLOCK_N=block_n,
-        STAGES=stages, CONSUMER_REGS=regs, num_warps=4,
+        STAGES=stages, CONSUMER_REGS=regs, CONSUMERS=consumers, num_warps=4,
     )
     return out, lse
