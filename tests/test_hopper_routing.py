@@ -36,20 +36,18 @@ def test_fewer_query_rows_than_a_tile_take_the_triton_forward(sm90, seqlen):
     assert not flash_fwd_hopper.covers(_q(seqlen=seqlen), **COVERED)
 
 
-@pytest.mark.parametrize("seqlen, causal, gluon", [
-    (2048, False, False), (4096, False, True), (4096, True, False), (8191, True, False),
-    (8192, True, True),
+@pytest.mark.parametrize("stabilize, seqlen, causal, gluon", [
+    (True, 2047, False, False), (True, 2048, False, True), (True, 4096, True, False),
+    (True, 8191, True, False), (True, 8192, True, True),
+    (False, 2047, False, False), (False, 2048, False, True), (False, 4095, True, False),
+    (False, 4096, True, True),
 ])
-def test_head_dim_64_with_the_fix_takes_the_gluon_forward_from_its_least_rows(
-        sm90, seqlen, causal, gluon):
-    """Where it measured faster than the Triton forward (session 18's gpu/route_check.py)."""
-    call = {**COVERED, "causal": causal, "window_right": 0 if causal else -1}
+def test_head_dim_64_takes_the_gluon_forward_from_its_least_rows(
+        sm90, stabilize, seqlen, causal, gluon):
+    """Where its three consumers measured faster than the Triton forward (kernel_notes v22a)."""
+    call = {**COVERED, "stabilize": stabilize, "causal": causal,
+            "window_right": 0 if causal else -1}
     assert flash_fwd_hopper.covers(_q(64, seqlen), **call) == gluon
-
-
-def test_head_dim_64_without_the_fix_takes_the_triton_forward(sm90):
-    """Measured slower there (kernel_notes v19d)."""
-    assert not flash_fwd_hopper.covers(_q(64), **{**COVERED, "stabilize": False})
 
 
 @pytest.mark.parametrize("change", [
@@ -67,9 +65,12 @@ def test_other_head_dims_take_the_triton_forward(sm90, head_dim):
     assert not flash_fwd_hopper.covers(_q(head_dim), **COVERED)
 
 
-def test_the_record_marks_the_gluon_kernel():
-    assert flash_fwd_hopper.tile_record(128) == (128, *flash_fwd_hopper.HOPPER_CONFIGS[128][:1],
-                                                 12, flash_fwd_hopper.HOPPER_CONFIGS[128][1], True)
+@pytest.mark.parametrize("head_dim, rows, warps", [(128, 128, 12), (64, 192, 16)])
+def test_the_record_marks_the_gluon_kernel(head_dim, rows, warps):
+    """Its tile: 64 query rows per consumer warpgroup (two at D128, three at D64), whose
+    warps and the loader's warpgroup it counts."""
+    block_n, stages, _, _ = flash_fwd_hopper.HOPPER_CONFIGS[head_dim]
+    assert flash_fwd_hopper.tile_record(head_dim) == (rows, block_n, warps, stages, True)
 
 
 BWD_COVERED = dict(varlen=False, window_left=-1, window_right=-1, causal=True,
