@@ -309,8 +309,8 @@ HOPPER_CONFIGS = {64: (128, 2, 160, 3), 128: (128, 2, 240, 2)}
 # Least query rows (not causal, causal) per (head dim, fix on) from which this kernel measured
 # faster than the Triton forward on an H100: D128 from one full tile (v19d); D64 (v22a, three
 # consumers) from 2048 rows without a causal mask and from 8192 with one (at 2048 causal rows
-# the Triton forward ran 14-24% faster, at 4096 it won with the fix and split two machines
-# without it, at 8192 it lost by 4-7%).
+# the Triton forward ran 4-31% faster; at 4096 4-11% faster with the fix and, without it, 8%
+# slower on one H100 and 8% faster on another; at 8192 4-7% slower).
 FASTER = {(128, True): (128, 128), (128, False): (128, 128), (64, True): (2048, 8192),
           (64, False): (2048, 8192)}
 ENABLED = os.environ.get("HF_STABLE_ATTN_GLUON", "1") != "0"
