@@ -4,13 +4,14 @@ the Triton kernel (docs/kernel_notes.md, v19d).
 
 Per query tile of 64 rows per consumer, a 1-warp loader issues the TMA copies (Q's parts, then
 K and V tile by tile into a ring of ``STAGES`` slots), and ``CONSUMERS`` 4-warp consumers (two;
-three at head dim 64, as FlashAttention-3's 192-row tiles there) each own 64 rows. A consumer's step issues tile j's ``Q K^T`` and tile j-1's ``P V`` as
-asynchronous wgmma, waits for the scores, runs tile j's softmax (the tie count and shift of
-``flash_fwd._fwd_tiles``, the same arithmetic) while ``P V`` runs, then releases the slots to
-the loader through "empty" mbarriers (one arrival per consumer). The consumers share no
-barrier, so the warp scheduler runs one's softmax during another's matrix products, which a
-single partition (v19a) cannot; a third consumer gives each scheduler one more warp to issue
-from while the others wait (the D64 softmax is long against its matrix products).
+three at head dim 64, as FlashAttention-3's 192-row tiles there) each own 64 rows. A
+consumer's step issues tile j's ``Q K^T`` and tile j-1's ``P V`` as asynchronous wgmma, waits
+for the scores, runs tile j's softmax (the tie count and shift of ``flash_fwd._fwd_tiles``, the
+same arithmetic) while ``P V`` runs, then releases the slots to the loader through "empty"
+mbarriers (one arrival per consumer). The consumers share no barrier, so the warp scheduler
+runs one's softmax during another's matrix products, which a single partition (v19a) cannot; a
+third consumer gives each scheduler one more warp to issue from while the others wait (the D64
+softmax is long against its matrix products).
 
 Covers: dense ``(B, S, H, D)`` bf16/fp16, head dim 64 or 128, causal (bottom-right aligned) or
 not, GQA, the fix on or off, where ``_common.tma_ready`` holds; ``covers`` routes the subset
@@ -355,8 +356,8 @@ def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, ti
     """Stabilized forward of dense q (B, Sq, Hq, D), k, v (B, Sk, Hk, D) on the current GPU
     (the caller makes q's current and checked ``covers``). The shift rule's constants in
     natural-log units; ``config`` (BLOCK_N, STAGES, consumer registers, consumers) overrides
-    the table.
-    Returns ``(out, lse)``: out like q, lse fp32 (B, Hq, Sq), +inf on rows that see no key."""
+    the table. Returns ``(out, lse)``: out like q, lse fp32 (B, Hq, Sq), +inf on rows that see
+    no key."""
     batch, sq, hq, head_dim = q.shape
     sk, hk = k.shape[1], k.shape[2]
     block_n, stages, regs, consumers = config or HOPPER_CONFIGS[head_dim]
