@@ -12,6 +12,10 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
 
+# The TMA load into shared memory: ``async_load`` from triton 3.9 on (where the old name raises),
+# ``async_copy_global_to_shared`` before; both take (descriptor, coordinates, barrier, buffer).
+tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+
 HEAD_GROUP = gl.constexpr(8)  # as _common.scheduled_tile
 
 
@@ -85,10 +89,10 @@ def load_slot(t, row, a_desc, b_desc, a_smem, b_smem, a_full, a_empty, b_full, b
     phase = (t // STAGES) & 1
     mbarrier.wait(a_empty.index(slot), phase ^ 1)
     mbarrier.expect(a_full.index(slot), a_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(a_desc, [row, 0], a_full.index(slot), a_smem.index(slot))
+    tma_load(a_desc, [row, 0], a_full.index(slot), a_smem.index(slot))
     mbarrier.wait(b_empty.index(slot), phase ^ 1)
     mbarrier.expect(b_full.index(slot), b_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(b_desc, [row, 0], b_full.index(slot), b_smem.index(slot))
+    tma_load(b_desc, [row, 0], b_full.index(slot), b_smem.index(slot))
 
 
 @gluon.jit

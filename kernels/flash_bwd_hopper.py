@@ -34,7 +34,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 from ._common import LOG2E, ceil_div
 from ._hopper_ring import (
-    flag_barriers, key_tiles, load_slot, query_tile, release_slot, ring_barriers,
+    flag_barriers, key_tiles, load_slot, query_tile, release_slot, ring_barriers, tma_load,
 )
 from . import flash_fwd_hopper
 
@@ -53,10 +53,8 @@ def _loader(k_desc, v_desc, q_base, do_base, lse_base, delta_base, dk_base, dv_b
     HEAD_DIM: gl.constexpr = q_smem.shape[2]
     for wg in gl.static_range(2):
         mbarrier.expect(kv_bars.index(wg), 2 * k_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(k_desc, [start_n + wg * 64, 0], kv_bars.index(wg),
-                                        k_smem.index(wg))
-        tma.async_copy_global_to_shared(v_desc, [start_n + wg * 64, 0], kv_bars.index(wg),
-                                        v_smem.index(wg))
+        tma_load(k_desc, [start_n + wg * 64, 0], kv_bars.index(wg), k_smem.index(wg))
+        tma_load(v_desc, [start_n + wg * 64, 0], kv_bars.index(wg), v_smem.index(wg))
     t = 0
     for g in range(heads):
         q_desc = tma.make_tensor_descriptor(q_base + g * stride_qh, [seqlen_q, HEAD_DIM],
@@ -326,10 +324,8 @@ def _dq_loader(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem,
     TILE_N: gl.constexpr = k_smem.shape[1]
     for wg in gl.static_range(2):
         mbarrier.expect(q_bars.index(wg), 2 * q_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(q_desc, [start_m + wg * 64, 0], q_bars.index(wg),
-                                        q_smem.index(wg))
-        tma.async_copy_global_to_shared(do_desc, [start_m + wg * 64, 0], q_bars.index(wg),
-                                        do_smem.index(wg))
+        tma_load(q_desc, [start_m + wg * 64, 0], q_bars.index(wg), q_smem.index(wg))
+        tma_load(do_desc, [start_m + wg * 64, 0], q_bars.index(wg), do_smem.index(wg))
     for j in range(n_tiles):
         load_slot(j, j * TILE_N, k_desc, v_desc, k_smem, v_smem, k_full, k_empty, v_full,
                   v_empty)

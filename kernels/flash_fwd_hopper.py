@@ -36,7 +36,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 from ._common import LN2, LOG2E, ceil_div
 from ._hopper_ring import (
-    flag_barriers, key_tiles, load_slot, query_tile, release_slot, ring_barriers,
+    flag_barriers, key_tiles, load_slot, query_tile, release_slot, ring_barriers, tma_load,
 )
 
 ONE_BITS = gl.constexpr(0x3F800000)  # 1.0f as int32
@@ -106,8 +106,7 @@ def _loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_full, k_em
     CONSUMERS: gl.constexpr = q_smem.shape[0]
     for wg in gl.static_range(CONSUMERS):
         mbarrier.expect(q_bars.index(wg), q_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(q_desc, [start_m + wg * 64, 0], q_bars.index(wg),
-                                        q_smem.index(wg))
+        tma_load(q_desc, [start_m + wg * 64, 0], q_bars.index(wg), q_smem.index(wg))
     for j in range(n_tiles):
         load_slot(j, j * BLOCK_N, k_desc, v_desc, k_smem, v_smem, k_full, k_empty, v_full,
                   v_empty)
