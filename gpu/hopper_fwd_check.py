@@ -34,9 +34,10 @@ def gluon_call(q, k, v, causal, params, config=None):
                                  **fix_kwargs(params), config=config)
 
 
-# (BLOCK_N, STAGES, consumer registers, consumers) tried per head dim; the first is the table's.
-CONFIGS = {128: [(128, 2, 240, 2), (64, 3, 232, 2)],
-           64: [(128, 2, 232, 2), (128, 2, 160, 3), (64, 3, 232, 2), (128, 3, 232, 2)]}
+# (BLOCK_N, STAGES, consumer registers, consumers) tried per head dim: the table's, then others.
+CONFIGS = {128: [flash_fwd_hopper.HOPPER_CONFIGS[128], (64, 3, 232, 2)],
+           64: [flash_fwd_hopper.HOPPER_CONFIGS[64], (128, 2, 232, 2), (64, 3, 232, 2),
+                (128, 3, 232, 2)]}
 
 
 def triton_call(q, k, v, causal, params):
