@@ -52,6 +52,19 @@ def _at_least(x, y):
 
 
 @gluon.jit
+def _to_operand(p, dtype: gl.constexpr):
+    """fp32 ``p`` rounded to nearest-even in ``dtype`` (bf16 or fp16), two elements per
+    ``cvt.rn.<dtype>x2.f32``: the result stays packed across the loop's back edge, where
+    ``p.to(dtype)``'s 16-bit halves cost a ``PRMT`` per pair (docs/kernel_notes.md, v22b)."""
+    if dtype == gl.bfloat16:
+        return gl.inline_asm_elementwise("cvt.rn.bf16x2.f32 $0, $2, $1;", "=r,r,r", [p],
+                                         dtype=gl.bfloat16, is_pure=True, pack=2)
+    else:
+        return gl.inline_asm_elementwise("cvt.rn.f16x2.f32 $0, $2, $1;", "=r,r,r", [p],
+                                         dtype=gl.float16, is_pure=True, pack=2)
+
+
+@gluon.jit
 def _tie_gap(m1, tied, beta, min_gap, max_gap):
     """``_common.tie_gap`` (a Gluon kernel cannot call Triton's): the shift's gap above ``m1``
     for tied rows, log2 units."""
@@ -160,7 +173,7 @@ def _consume(WG: gl.constexpr, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, 
     p, alpha, m1, tied, shift, l_i = _softmax(s, m1, tied, shift, l_i, 0, rows0, *consts,
                                               s_layout, True, CAUSAL, STABILIZE, BLOCK_M,
                                               BLOCK_N)
-    p_op = gl.convert_layout(p.to(dtype), p_layout)
+    p_op = gl.convert_layout(_to_operand(p, dtype), p_layout)
     acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
     for j in range(1, n_full):
         acc, p_op, m1, tied, shift, l_i = _step(
@@ -218,7 +231,7 @@ def _step(j, acc, p_op, m1, tied, shift, l_i, q, k_smem, v_smem, k_full, k_empty
     acc = warpgroup_mma_wait(0, deps=(acc_tok,))
     mbarrier.arrive(v_empty.index(prev), count=1)
     acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
-    p_op = gl.convert_layout(p.to(p_op.dtype), p_layout)
+    p_op = gl.convert_layout(_to_operand(p, p_op.dtype), p_layout)
     return acc, p_op, m1, tied, shift, l_i
 
 

@@ -1,0 +1,114 @@
+"""Two versions of the Gluon Hopper forward in one process: the package's
+``kernels/flash_fwd_hopper.py`` against an older copy of that file (``--base``), bit for bit
+and timed, beside the Triton forward (H100/H200).
+
+Run: ``PYTHONPATH=$PWD python gpu/hopper_fwd_ab.py --base old_flash_fwd_hopper.py --out r.json``
+(``git show REV:kernels/flash_fwd_hopper.py > old_flash_fwd_hopper.py`` makes the base).
+Checks: output and lse of both versions equal (``torch.equal``) on random inputs (odd lengths,
+GQA, ``Sq != Sk``, both dtypes, fix on and off) and on rows tied across key tiles. Timing: as
+``hopper_fwd_check``'s (``interleaved_medians``, 16384 tokens per batch), each version at its
+own ``HOPPER_CONFIGS`` entry.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+import time
+
+import torch
+
+from gpu.hopper_fwd_check import inputs, triton_call
+from gpu.timed_checks import rates, save, time_within_budget
+from hf_stable_attn.kernels import flash_fwd_hopper
+from hf_stable_attn.shift_rule import shift_params
+from hf_stable_attn.testing import fix_kwargs, near_tie_inputs
+
+
+def load_base(path: str):
+    """The file at ``path`` as module ``hf_stable_attn.kernels.flash_fwd_hopper_base`` (its
+    relative imports resolve in the package)."""
+    name = "hf_stable_attn.kernels.flash_fwd_hopper_base"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def call(module, q, k, v, causal, params):
+    return module.flash_attn_fwd_hopper(q, k, v, softmax_scale=q.shape[-1] ** -0.5,
+                                        causal=causal, **fix_kwargs(params))
+
+
+def equal_check(base, label, q, k, v, causal, params):
+    out, lse = call(flash_fwd_hopper, q, k, v, causal, params)
+    ref_out, ref_lse = call(base, q, k, v, causal, params)
+    return dict(case=label, causal=causal, stabilize=params.stabilize,
+                ok=bool(torch.equal(out, ref_out) and torch.equal(lse, ref_lse)
+                        and not torch.isnan(out).any()))
+
+
+def checks(base) -> list[dict]:
+    cases = [(1, 2048, 2048, 4, 4, 64, torch.bfloat16, False),
+             (1, 2048, 2048, 4, 4, 128, torch.bfloat16, True),
+             (2, 2100, 2100, 8, 1, 128, torch.float16, True),
+             (1, 2048, 3000, 2, 2, 64, torch.bfloat16, True),
+             (1, 3000, 2048, 2, 2, 128, torch.bfloat16, True),
+             (1, 2500, 2171, 4, 2, 64, torch.float16, False),
+             (1, 8192, 8192, 2, 2, 64, torch.bfloat16, True)]
+    out = []
+    for batch, sq, sk, hq, hk, d, dtype, causal in cases:
+        q, k, v = inputs(batch, sq, sk, hq, hk, d, dtype, seed=sq * 7 + d)
+        for stabilize in (True, False):
+            params = shift_params(dtype, stabilize=stabilize)
+            out.append(equal_check(base, str((batch, sq, sk, hq, hk, d, dtype)), q, k, v,
+                                   causal, params))
+    for d in (64, 128):
+        q, k, v = (t.cuda() for t in near_tie_inputs(d, 512, 4096, seed=d))
+        out.append(equal_check(base, f"tied d{d}", q, k, v, False, shift_params(q.dtype)))
+    return out
+
+
+def timing(base, shape, rounds):
+    batch, s, hq, hk, d, causal, stabilize = shape
+    q, k, v = inputs(batch, s, s, hq, hk, d, torch.bfloat16, seed=1)
+    params = shift_params(torch.bfloat16, stabilize=stabilize)
+    fns = {"triton": lambda: triton_call(q, k, v, causal, params),
+           "base": lambda: call(base, q, k, v, causal, params),
+           "new": lambda: call(flash_fwd_hopper, q, k, v, causal, params)}
+    flops = 4 * batch * hq * s * s * d / (2 if causal else 1)
+    return dict(shape=dict(batch=batch, seqlen=s, heads_q=hq, heads_kv=hk, head_dim=d,
+                           causal=causal, stabilize=stabilize),
+                **rates(fns, rounds, q.device, flops))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--base", required=True, help="an older kernels/flash_fwd_hopper.py")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--budget-s", type=float, default=300)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--head-dims", type=int, nargs="+", default=[64, 128])
+    ap.add_argument("--seqlens", type=int, nargs="+", default=[4096, 8192, 2048])
+    args = ap.parse_args()
+    t0 = time.time()
+    base = load_base(args.base)
+    result = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, checks=checks(base),
+                  timings=[])
+    for c in result["checks"]:
+        print(json.dumps(c), flush=True)
+    save(result, args.out)
+    shapes = [(16384 // s, s, 16 if d == 128 else 32, h_kv, d, causal, stabilize)
+              for s in args.seqlens for d in args.head_dims
+              for h_kv in ((16, 2) if d == 128 else (32, 4))
+              for causal in (False, True) for stabilize in (True, False)]
+    time_within_budget(shapes, lambda shape: timing(base, shape, args.rounds), result,
+                       args.out, args.budget_s, t0, ("shape", "tflops"))
+    sys.exit(0 if all(c["ok"] for c in result["checks"]) else 1)
+
+
+if __name__ == "__main__":
+    main()
