@@ -23,6 +23,7 @@ import torch
 from gpu.hopper_fwd_check import inputs, triton_call
 from gpu.timed_checks import rates, save, time_within_budget
 from hf_stable_attn.kernels import flash_fwd_hopper
+from hf_stable_attn.kernels._common import tma_ready
 from hf_stable_attn.shift_rule import shift_params
 from hf_stable_attn.testing import fix_kwargs, near_tie_inputs
 
@@ -39,6 +40,8 @@ def load_base(path: str):
 
 
 def call(module, q, k, v, causal, params):
+    """``module``'s Gluon forward (``tma_ready`` first: it sets Triton's scratch allocator)."""
+    assert tma_ready(max(q.shape[1], k.shape[1]), q, k, v)
     return module.flash_attn_fwd_hopper(q, k, v, softmax_scale=q.shape[-1] ** -0.5,
                                         causal=causal, **fix_kwargs(params))
 
