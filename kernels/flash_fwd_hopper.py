@@ -16,7 +16,7 @@ softmax is long against its matrix products).
 Covers: dense ``(B, S, H, D)`` bf16/fp16, head dim 64 or 128, causal (bottom-right aligned) or
 not, GQA, the fix on or off, where ``_common.tma_ready`` holds; ``covers`` routes the subset
 measured faster (``FASTER``: D128 from one query tile; D64 from 2048 rows without a causal
-mask and 8192 with one).
+mask, and with one from 8192 rows with the fix, 4096 without).
 Not: packed sequences, windows, softcap, dropout, padding masks, ``return_shift``,
 ``shift_single``. Gluon does not run under the interpreter; the GPU suite tests this path
 (``tests/gpu/test_hopper_forward.py``). HF_STABLE_ATTN_GLUON=0 turns it off.
@@ -321,11 +321,11 @@ def _fwd_ws_kernel(
 HOPPER_CONFIGS = {64: (128, 2, 160, 3), 128: (128, 2, 240, 2)}
 # Least query rows (not causal, causal) per (head dim, fix on) from which this kernel measured
 # faster than the Triton forward on an H100: D128 from one full tile (v19d); D64 (v22a, three
-# consumers) from 2048 rows without a causal mask and from 8192 with one (at 2048 causal rows
-# the Triton forward ran 4-31% faster; at 4096 4-11% faster with the fix and, without it, 8%
-# slower on one H100 and 8% faster on another; at 8192 4-7% slower).
+# consumers) from 2048 rows without a causal mask; with one, from 8192 rows with the fix (at
+# 4096 causal rows v22b ties the Triton forward, 306 against 304 TFLOP/s; at 2048 it runs 9%
+# slower) and from 4096 without it (v22b: 7% faster there, a tie at 2048).
 FASTER = {(128, True): (128, 128), (128, False): (128, 128), (64, True): (2048, 8192),
-          (64, False): (2048, 8192)}
+          (64, False): (2048, 4096)}
 ENABLED = os.environ.get("HF_STABLE_ATTN_GLUON", "1") != "0"
 
 
