@@ -33,6 +33,11 @@ TMA = os.environ.get("HF_STABLE_ATTN_TMA", "1") != "0"
 # shape (mean +3%); GPT-2 training at 1024 lost 7-13% end to end with it (kernel_notes.md, v7b).
 TMA_MIN_SEQLEN = 2048
 
+# Compile options every launch passes. FP fusion (multiply-adds: the scores' scale and shift,
+# the rescaling) is Triton's default up to 3.9, which warns that 3.10 turns it off by default;
+# pinned so a new Triton neither splits the kernels' FFMAs (slower, other rounding) nor warns.
+COMPILE_OPTIONS = {"enable_fp_fusion": True}
+
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
 # PTX inline assembly where the kernels compile for an NVIDIA GPU (not under the interpreter).
@@ -423,7 +428,8 @@ class TiledLaunch:
     def launch(self, grid, key, args, flags, config) -> None:
         """One launch with ``config`` (a ``tile_config`` tuple)."""
         bm, bn, w, s, tma = config
-        meta = dict(BLOCK_M=bm, BLOCK_N=bn, num_warps=w, num_stages=s, USE_TMA=tma)
+        meta = dict(BLOCK_M=bm, BLOCK_N=bn, num_warps=w, num_stages=s, USE_TMA=tma,
+                    **COMPILE_OPTIONS)
         if INTERPRET:
             self.kernel[grid](*args, **flags, **meta)
             return

@@ -22,10 +22,10 @@ import triton
 import triton.language as tl
 
 from ._common import (
-    INTERPRET, LOG2E, TiledLaunch, block_d, ceil_div, check_grid, dot, keep_mask,
-    head_sources, key_mask_args, key_tiles, last_dim_contiguous, load_rows, lse_layout,
-    on_device_of, scheduled_tile, scores, seq_bucket, seq_layout, seeded_jit, sequence_bounds,
-    tma_ready, visible,
+    COMPILE_OPTIONS, INTERPRET, LOG2E, TiledLaunch, block_d, ceil_div, check_grid, dot,
+    keep_mask, head_sources, key_mask_args, key_tiles, last_dim_contiguous, load_rows,
+    lse_layout, on_device_of, scheduled_tile, scores, seq_bucket, seq_layout, seeded_jit,
+    sequence_bounds, tma_ready, visible,
 )
 
 try:
@@ -449,7 +449,7 @@ def sum_partials(partials: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     n = out.numel()
     with on_device_of(partials):
         _sum_partials_kernel[(ceil_div(n, SUM_BLOCK),)](
-            partials, out, n, SPLITS=partials.shape[0], BLOCK=SUM_BLOCK)
+            partials, out, n, SPLITS=partials.shape[0], BLOCK=SUM_BLOCK, **COMPILE_OPTIONS)
     return out
 
 

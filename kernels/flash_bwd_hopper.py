@@ -32,7 +32,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     mbarrier, tma, warpgroup_mma, warpgroup_mma_wait,
 )
 
-from ._common import LOG2E, ceil_div
+from ._common import COMPILE_OPTIONS, LOG2E, ceil_div
 from ._hopper_ring import (
     flag_barriers, key_tiles, load_slot, query_tile, release_slot, ring_barriers, tma_load,
 )
@@ -307,7 +307,7 @@ def dkdv_hopper(q, k, v, dout, lse, delta, dk_out, dv_out, *, softmax_scale, cau
         sq, sk, hk, hq // hk, splits,
         float(softmax_scale * LOG2E), float(softmax_scale),
         CAUSAL=bool(causal), HEAD_DIM=head_dim, STAGES=stages, TILE_M=tile_m,
-        CONSUMER_REGS=regs, num_warps=4,
+        CONSUMER_REGS=regs, num_warps=4, **COMPILE_OPTIONS,
     )
 
 
@@ -524,5 +524,5 @@ def dq_hopper(q, k, v, out, dout, lse, delta, dq, *, softmax_scale, causal, conf
         sq, sk, hq, hq // hk,
         float(softmax_scale * LOG2E), float(softmax_scale),
         CAUSAL=bool(causal), HEAD_DIM=head_dim, BLOCK_N=block_n, STAGES=stages,
-        CONSUMER_REGS=regs, num_warps=4,
+        CONSUMER_REGS=regs, num_warps=4, **COMPILE_OPTIONS,
     )

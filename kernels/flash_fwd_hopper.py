@@ -34,7 +34,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     mbarrier, tma, warpgroup_mma, warpgroup_mma_wait,
 )
 
-from ._common import LN2, LOG2E, ceil_div
+from ._common import COMPILE_OPTIONS, LN2, LOG2E, ceil_div
 from ._hopper_ring import (
     flag_barriers, key_tiles, load_slot, query_tile, release_slot, ring_barriers, tma_load,
 )
@@ -387,6 +387,6 @@ def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, ti
         float(softmax_scale * LOG2E), float(beta), float(tie_window * LOG2E),
         float(min_gap * LOG2E), float(max_gap * LOG2E),
         CAUSAL=bool(causal), STABILIZE=bool(stabilize), HEAD_DIM=head_dim, BLOCK_N=block_n,
-        STAGES=stages, CONSUMER_REGS=regs, CONSUMERS=consumers, num_warps=4,
+        STAGES=stages, CONSUMER_REGS=regs, CONSUMERS=consumers, num_warps=4, **COMPILE_OPTIONS,
     )
     return out, lse

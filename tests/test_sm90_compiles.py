@@ -23,7 +23,9 @@ from triton.compiler import ASTSource  # noqa: E402
 from hf_stable_attn.kernels import (  # noqa: E402
     flash_bwd, flash_bwd_hopper, flash_fwd, flash_fwd_hopper,
 )
-from hf_stable_attn.kernels._common import INTERPRET, tile_config  # noqa: E402
+from hf_stable_attn.kernels._common import (  # noqa: E402
+    COMPILE_OPTIONS, INTERPRET, tile_config,
+)
 
 pytestmark = pytest.mark.skipif(INTERPRET, reason="the kernels' GPU code is not traced under "
                                                   "TRITON_INTERPRET=1")
@@ -40,7 +42,8 @@ def compile_sm90(kernel, constexprs: dict, num_warps: int = 4, num_stages: int =
                  pointers: dict | None = None):
     """``kernel`` (a Triton or Gluon JIT function) compiled for sm_90 with bf16 tensors (other
     types from ``POINTERS`` and ``pointers``), int32 scalars (the dropout seed int64) and
-    16-divisible strides, as a launch on contiguous tensors specializes it."""
+    16-divisible strides, as a launch on contiguous tensors specializes it, with the options
+    every launch passes (``COMPILE_OPTIONS``)."""
     types = {**POINTERS, **(pointers or {})}
     signature, attrs = {}, {}
     for i, param in enumerate(kernel.params):
@@ -60,7 +63,8 @@ def compile_sm90(kernel, constexprs: dict, num_warps: int = 4, num_stages: int =
     source = (gluon_runtime.GluonASTSource if gluon else ASTSource)(kernel, signature, constexprs,
                                                                      attrs)
     return triton_compile(source, target=SM90,
-                          options=dict(num_warps=num_warps, num_stages=num_stages))
+                          options=dict(num_warps=num_warps, num_stages=num_stages,
+                                       **COMPILE_OPTIONS))
 
 
 # A causal call without dropout, softcap or padding (what training a decoder runs).
