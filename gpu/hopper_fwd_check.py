@@ -40,6 +40,16 @@ CONFIGS = {128: [flash_fwd_hopper.HOPPER_CONFIGS[128], (64, 3, 232, 2)],
                 (128, 3, 232, 2)]}
 
 
+# (batch, Sq, Sk, Hq, Hk, D, dtype, causal) of the correctness checks.
+CASES = [(1, 2048, 2048, 4, 4, 64, torch.bfloat16, False),
+         (1, 2048, 2048, 4, 4, 128, torch.bfloat16, True),
+         (2, 2100, 2100, 8, 1, 128, torch.float16, True),
+         (1, 2048, 3000, 2, 2, 64, torch.bfloat16, True),
+         (1, 3000, 2048, 2, 2, 128, torch.bfloat16, True),
+         (1, 2500, 2171, 4, 2, 64, torch.float16, False),
+         (1, 2200, 2200, 2, 2, 64, torch.bfloat16, True)]
+
+
 def triton_call(q, k, v, causal, params):
     """The shipped Triton forward (the Gluon path turned off for the call)."""
     flash_fwd_hopper.ENABLED = False
@@ -123,13 +133,6 @@ def main() -> None:
     result = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, checks=[],
                   timings=[])
 
-    cases = [(1, 2048, 2048, 4, 4, 64, torch.bfloat16, False),
-             (1, 2048, 2048, 4, 4, 128, torch.bfloat16, True),
-             (2, 2100, 2100, 8, 1, 128, torch.float16, True),
-             (1, 2048, 3000, 2, 2, 64, torch.bfloat16, True),
-             (1, 3000, 2048, 2, 2, 128, torch.bfloat16, True),
-             (1, 2500, 2171, 4, 2, 64, torch.float16, False),
-             (1, 2200, 2200, 2, 2, 64, torch.bfloat16, True)]
     if args.configs:
         CONFIGS.clear()
         for text in args.configs:
@@ -137,7 +140,7 @@ def main() -> None:
             CONFIGS.setdefault(d, []).append(tuple(config))
     for d in ([] if args.timing_only else args.head_dims):
         for config in CONFIGS[d]:
-            for case in cases:
+            for case in CASES:
                 if case[5] != d:
                     continue
                 for stabilize in (True, False):
