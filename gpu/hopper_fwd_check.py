@@ -36,8 +36,7 @@ def gluon_call(q, k, v, causal, params, config=None):
 
 # (BLOCK_N, STAGES, consumer registers, consumers) tried per head dim: the table's, then others.
 CONFIGS = {128: [flash_fwd_hopper.HOPPER_CONFIGS[128], (64, 3, 232, 2)],
-           64: [flash_fwd_hopper.HOPPER_CONFIGS[64], flash_fwd_hopper.ONE_CONSUMER,
-                (128, 2, 232, 2), (64, 3, 232, 2),
+           64: [flash_fwd_hopper.HOPPER_CONFIGS[64], (128, 2, 232, 2), (64, 3, 232, 2),
                 (128, 3, 232, 2)]}
 
 

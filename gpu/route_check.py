@@ -37,15 +37,15 @@ def forward_variants(q, k, v, kw, fix):
 
     def run(config, gluon):
         """With ``gluon`` the Gluon kernel at ``config`` from one full tile (whatever ``FASTER``'s
-        length rule and ``config_for``'s one-consumer rule say), else the Triton kernel."""
-        saved = m.HOPPER_CONFIGS[d], m.FASTER, m.ONE_CONSUMER_BELOW
-        m.HOPPER_CONFIGS[d], m.ONE_CONSUMER_BELOW = config, {True: 0, False: 0}
+        length rule says), else the Triton kernel."""
+        saved = m.HOPPER_CONFIGS[d], m.FASTER
+        m.HOPPER_CONFIGS[d] = config
         rest = {key: rows for key, rows in saved[1].items() if key != (d, True)}
         m.FASTER = {**rest, (d, True): (128, 128)} if gluon else rest
         try:
             return flash_attn_fwd(q, k, v, **kw, **fix)
         finally:
-            m.HOPPER_CONFIGS[d], m.FASTER, m.ONE_CONSUMER_BELOW = saved
+            m.HOPPER_CONFIGS[d], m.FASTER = saved
     return {f"gluon {table}": lambda: run(table, True),
             f"gluon {(64, *table[1:])}": lambda: run((64, *table[1:]), True),
             "triton": lambda: run(table, False)}

@@ -247,13 +247,11 @@ def flash_attn_fwd(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
             window_right=window_right, has_softcap=has_softcap, dropout_p=dropout_p,
             key_padding_mask=key_padding_mask, shift_single=shift_single,
             return_shift=return_shift, tma_ok=tma_ok) and tma_ready(max(sq, sk), q):
-        config = flash_fwd_hopper.config_for(head_dim, causal, stabilize, sq)
         with on_device_of(q):
             out, lse = flash_fwd_hopper.flash_attn_fwd_hopper(
                 q, k, v, softmax_scale=softmax_scale, causal=causal, stabilize=stabilize,
-                beta=beta, tie_window=tie_window, min_gap=min_gap, max_gap=max_gap,
-                config=config)
-        _fwd_launch.last = flash_fwd_hopper.tile_record(config)
+                beta=beta, tie_window=tie_window, min_gap=min_gap, max_gap=max_gap)
+        _fwd_launch.last = flash_fwd_hopper.tile_record(head_dim)
         return out, lse
     if varlen:
         lse = torch.empty((hq, q.shape[0]), device=q.device, dtype=torch.float32)

@@ -4,8 +4,7 @@ the Triton kernel (docs/kernel_notes.md, v19d).
 
 Per query tile of 64 rows per consumer, a 1-warp loader issues the TMA copies (Q's parts, then
 K and V tile by tile into a ring of ``STAGES`` slots), and ``CONSUMERS`` 4-warp consumers (two;
-three at head dim 64, as FlashAttention-3's 192-row tiles there; one on its shorter causal rows)
-each own 64 rows. A
+three at head dim 64, as FlashAttention-3's 192-row tiles there) each own 64 rows. A
 consumer's step issues tile j's ``Q K^T`` and tile j-1's ``P V`` as asynchronous wgmma, waits
 for the scores, runs tile j's softmax (the tie count and shift of ``flash_fwd._fwd_tiles``, the
 same arithmetic) while ``P V`` runs, then releases the slots to the loader through "empty"
@@ -16,9 +15,8 @@ softmax is long against its matrix products).
 
 Covers: dense ``(B, S, H, D)`` bf16/fp16, head dim 64 or 128, causal (bottom-right aligned) or
 not, GQA, the fix on or off, where ``_common.tma_ready`` holds; ``covers`` routes the subset
-measured faster (``FASTER``: D128 from one query tile; D64 from 2048 rows). D64 causal rows
-below 8192 with the fix (4096 without) run one consumer per 64-row program instead
-(``config_for``).
+measured faster (``FASTER``: D128 from one query tile; D64 from 2048 rows without a causal
+mask, and with one from 8192 rows with the fix, 4096 without).
 Not: packed sequences, windows, softcap, dropout, padding masks, ``return_shift``,
 ``shift_single``. Gluon does not run under the interpreter; the GPU suite tests this path
 (``tests/gpu/test_hopper_forward.py``). HF_STABLE_ATTN_GLUON=0 turns it off.
@@ -323,18 +321,13 @@ def _fwd_ws_kernel(
 # loader's warpgroup hold 65536 registers at 160 per consumer thread; at D64 they measured 5-16%
 # faster than two without a causal mask (v22a).
 HOPPER_CONFIGS = {64: (128, 2, 160, 3), 128: (128, 2, 240, 2)}
-# D64 causal rows below ONE_CONSUMER_BELOW[fix on] run one consumer per 64-row program (three
-# programs per SM), where the 192-row tiles' consumers see different numbers of key tiles and
-# wait for the last one. On an H100 (v23a) it ran 7% (fix) and 14% (no fix) faster than the
-# Triton forward at 2048 causal rows, 6% and 11% at 4096, where three consumers ran 2% slower
-# with the fix and 2% faster without it.
-ONE_CONSUMER = (64, 2, 136, 1)
-ONE_CONSUMER_BELOW = {True: 8192, False: 4096}
 # Least query rows (not causal, causal) per (head dim, fix on) from which this kernel measured
-# faster than the Triton forward on an H100: D128 from one full tile (v19d); D64 from 2048 rows
-# (v22a: three consumers without a causal mask; v23a: one with it).
-FASTER = {(128, True): (128, 128), (128, False): (128, 128), (64, True): (2048, 2048),
-          (64, False): (2048, 2048)}
+# faster than the Triton forward on an H100: D128 from one full tile (v19d); D64 (v22a, three
+# consumers) from 2048 rows without a causal mask; with one, from 8192 rows with the fix (at
+# 4096 causal rows v22b ties the Triton forward, 306 against 304 TFLOP/s; at 2048 it runs 9%
+# slower) and from 4096 without it (v22b: 7% faster there, a tie at 2048).
+FASTER = {(128, True): (128, 128), (128, False): (128, 128), (64, True): (2048, 8192),
+          (64, False): (2048, 4096)}
 ENABLED = os.environ.get("HF_STABLE_ATTN_GLUON", "1") != "0"
 
 
@@ -365,19 +358,10 @@ def covers(q, *, stabilize, shift_single, return_shift, **features) -> bool:
             and not shift_single and not return_shift and plain_dense_sm90(q, **features))
 
 
-def config_for(head_dim: int, causal: bool, stabilize: bool, seqlen_q: int) -> tuple:
-    """The config (BLOCK_N, STAGES, consumer registers, consumers) a covered call launches:
-    ``ONE_CONSUMER`` for D64 causal rows below ``ONE_CONSUMER_BELOW``, else the table's."""
-    if head_dim == 64 and causal and seqlen_q < ONE_CONSUMER_BELOW[bool(stabilize)]:
-        return ONE_CONSUMER
-    return HOPPER_CONFIGS[head_dim]
-
-
-def tile_record(config: tuple) -> tuple[int, int, int, int, bool]:
-    """A launch's ``config`` as ``TiledLaunch.last`` spells one (BLOCK_M, BLOCK_N, warps,
-    stages, TMA): 8, 12 or 16 warps (the consumer warpgroups and the loader's) mark this
-    kernel."""
-    block_n, stages, _, consumers = config
+def tile_record(head_dim: int) -> tuple[int, int, int, int, bool]:
+    """The launch's config as ``TiledLaunch.last`` spells one (BLOCK_M, BLOCK_N, warps, stages,
+    TMA): 12 or 16 warps (the consumer warpgroups and the loader's) mark this kernel."""
+    block_n, stages, _, consumers = HOPPER_CONFIGS[head_dim]
     return 64 * consumers, block_n, 4 * (consumers + 1), stages, True
 
 
@@ -397,11 +381,11 @@ def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, ti
     """Stabilized forward of dense q (B, Sq, Hq, D), k, v (B, Sk, Hk, D) on the current GPU
     (the caller makes q's current and checked ``covers``). The shift rule's constants in
     natural-log units; ``config`` (BLOCK_N, STAGES, consumer registers, consumers) overrides
-    ``config_for``'s. Returns ``(out, lse)``: out like q, lse fp32 (B, Hq, Sq), +inf on rows that see
+    the table. Returns ``(out, lse)``: out like q, lse fp32 (B, Hq, Sq), +inf on rows that see
     no key."""
     batch, sq, hq, head_dim = q.shape
     sk, hk = k.shape[1], k.shape[2]
-    block_n, stages, regs, consumers = config or config_for(head_dim, causal, stabilize, sq)
+    block_n, stages, regs, consumers = config or HOPPER_CONFIGS[head_dim]
     out = torch.empty_like(q)
     lse = torch.empty((batch, hq, sq), device=q.device, dtype=torch.float32)
     grid = (ceil_div(sq, 64 * consumers), batch * hq)

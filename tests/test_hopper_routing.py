@@ -8,8 +8,6 @@ import pytest
 import torch
 
 from hf_stable_attn.kernels import flash_bwd_hopper, flash_fwd_hopper
-from hf_stable_attn.kernels._common import tile_config
-from hf_stable_attn.kernels.flash_fwd import _FWD_CONFIGS
 
 COVERED = dict(stabilize=True, varlen=False, causal=True, window_left=-1, window_right=0, has_softcap=False,
                dropout_p=0.0, key_padding_mask=None, shift_single=False, return_shift=False,
@@ -38,36 +36,19 @@ def test_fewer_query_rows_than_a_tile_take_the_triton_forward(sm90, seqlen):
     assert not flash_fwd_hopper.covers(_q(seqlen=seqlen), **COVERED)
 
 
-@pytest.mark.parametrize("stabilize", [True, False], ids=["fix", "nofix"])
-@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("seqlen, gluon", [(2047, False), (2048, True), (8192, True)])
-def test_head_dim_64_takes_the_gluon_forward_from_2048_rows(
+@pytest.mark.parametrize("stabilize, seqlen, causal, gluon", [
+    (True, 2047, False, False), (True, 2048, False, True), (True, 4096, True, False),
+    (True, 8191, True, False), (True, 8192, True, True),
+    (False, 2047, False, False), (False, 2048, False, True), (False, 4095, True, False),
+    (False, 4096, True, True),
+])
+def test_head_dim_64_takes_the_gluon_forward_from_its_least_rows(
         sm90, stabilize, seqlen, causal, gluon):
-    """Where it measured faster than the Triton forward (kernel_notes v22a, v23a)."""
+    """Where its three consumers measured faster than the Triton forward (kernel_notes v22a,
+    v22b)."""
     call = {**COVERED, "stabilize": stabilize, "causal": causal,
             "window_right": 0 if causal else -1}
     assert flash_fwd_hopper.covers(_q(64, seqlen), **call) == gluon
-
-
-@pytest.mark.parametrize("stabilize, seqlen, causal, consumers", [
-    (True, 2048, True, 1), (True, 8191, True, 1), (True, 8192, True, 3),
-    (False, 4095, True, 1), (False, 4096, True, 3),
-    (True, 2048, False, 3), (False, 2048, False, 3),
-])
-def test_head_dim_64_runs_one_consumer_on_shorter_causal_rows(stabilize, seqlen, causal,
-                                                             consumers):
-    """Three consumers per 192-row tile, except causal rows below ``ONE_CONSUMER_BELOW``
-    (8192 with the fix, 4096 without), where 64-row programs measured faster (v23a)."""
-    config = flash_fwd_hopper.config_for(64, causal, stabilize, seqlen)
-    assert config[3] == consumers
-    assert config == (flash_fwd_hopper.ONE_CONSUMER if consumers == 1
-                      else flash_fwd_hopper.HOPPER_CONFIGS[64])
-
-
-@pytest.mark.parametrize("causal", [False, True])
-def test_head_dim_128_runs_its_table_config(causal):
-    assert (flash_fwd_hopper.config_for(128, causal, True, 2048)
-            == flash_fwd_hopper.HOPPER_CONFIGS[128])
 
 
 @pytest.mark.parametrize("change", [
@@ -85,16 +66,12 @@ def test_other_head_dims_take_the_triton_forward(sm90, head_dim):
     assert not flash_fwd_hopper.covers(_q(head_dim), **COVERED)
 
 
-@pytest.mark.parametrize("config, rows, warps", [
-    (flash_fwd_hopper.HOPPER_CONFIGS[128], 128, 12), (flash_fwd_hopper.HOPPER_CONFIGS[64], 192, 16),
-    (flash_fwd_hopper.ONE_CONSUMER, 64, 8)])
-def test_the_record_marks_the_gluon_kernel(config, rows, warps):
-    """Its tile: 64 query rows per consumer warpgroup (two at D128, three or one at D64), whose
-    warps and the loader's warpgroup it counts; no Triton forward config reads the same."""
-    block_n, stages, _, _ = config
-    record = flash_fwd_hopper.tile_record(config)
-    assert record == (rows, block_n, warps, stages, True)
-    assert record not in [tile_config(c) for table in _FWD_CONFIGS.values() for c in table]
+@pytest.mark.parametrize("head_dim, rows, warps", [(128, 128, 12), (64, 192, 16)])
+def test_the_record_marks_the_gluon_kernel(head_dim, rows, warps):
+    """Its tile: 64 query rows per consumer warpgroup (two at D128, three at D64), whose
+    warps and the loader's warpgroup it counts."""
+    block_n, stages, _, _ = flash_fwd_hopper.HOPPER_CONFIGS[head_dim]
+    assert flash_fwd_hopper.tile_record(head_dim) == (rows, block_n, warps, stages, True)
 
 
 BWD_COVERED = dict(varlen=False, window_left=-1, window_right=-1, causal=True,

@@ -39,11 +39,11 @@ POINTERS = {"LSE": "*fp32", "SHIFT": "*fp32", "DELTA": "*fp32", "CU_Q": "*i32", 
 
 
 def compile_sm90(kernel, constexprs: dict, num_warps: int = 4, num_stages: int = 1,
-                 pointers: dict | None = None, options: dict = COMPILE_OPTIONS):
+                 pointers: dict | None = None):
     """``kernel`` (a Triton or Gluon JIT function) compiled for sm_90 with bf16 tensors (other
     types from ``POINTERS`` and ``pointers``), int32 scalars (the dropout seed int64) and
     16-divisible strides, as a launch on contiguous tensors specializes it, with the options
-    its launch passes (every one: ``COMPILE_OPTIONS``)."""
+    every launch passes (``COMPILE_OPTIONS``)."""
     types = {**POINTERS, **(pointers or {})}
     signature, attrs = {}, {}
     for i, param in enumerate(kernel.params):
@@ -63,7 +63,8 @@ def compile_sm90(kernel, constexprs: dict, num_warps: int = 4, num_stages: int =
     source = (gluon_runtime.GluonASTSource if gluon else ASTSource)(kernel, signature, constexprs,
                                                                      attrs)
     return triton_compile(source, target=SM90,
-                          options=dict(num_warps=num_warps, num_stages=num_stages, **options))
+                          options=dict(num_warps=num_warps, num_stages=num_stages,
+                                       **COMPILE_OPTIONS))
 
 
 # A causal call without dropout, softcap or padding (what training a decoder runs).
@@ -91,15 +92,12 @@ def test_the_triton_kernels_compile(launch, head_dim, config):
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("stabilize", [True, False], ids=["fix", "nofix"])
-@pytest.mark.parametrize("head_dim, config", [
-    *sorted(flash_fwd_hopper.HOPPER_CONFIGS.items()), (64, flash_fwd_hopper.ONE_CONSUMER)],
-    ids=lambda x: "x".join(map(str, x)) if isinstance(x, tuple) else f"d{x}")
-def test_the_gluon_forward_compiles(head_dim, config, stabilize, causal):
-    block_n, stages, regs, consumers = config
+@pytest.mark.parametrize("head_dim", sorted(flash_fwd_hopper.HOPPER_CONFIGS))
+def test_the_gluon_forward_compiles(head_dim, stabilize, causal):
+    block_n, stages, regs, consumers = flash_fwd_hopper.HOPPER_CONFIGS[head_dim]
     compiled = compile_sm90(flash_fwd_hopper._fwd_ws_kernel, dict(
         CAUSAL=causal, STABILIZE=stabilize, HEAD_DIM=head_dim, BLOCK_N=block_n, STAGES=stages,
-        CONSUMER_REGS=regs, CONSUMERS=consumers, num_warps=4),
-        options=flash_fwd_hopper.launch_options(regs, consumers))
+        CONSUMER_REGS=regs, CONSUMERS=consumers, num_warps=4))
     assert compiled.metadata.num_warps == 4 * (consumers + 1)  # the consumers and the loader's
 
 

@@ -39,37 +39,22 @@ def _inputs(batch, sq, sk, hq, hk, d, dtype, seed):
 
 def _forward(q, k, v, causal, params, gluon=True, monkeypatch=None):
     """The forward through the Gluon kernel wherever its ``FASTER`` names the head dim and fix
-    (from one full tile, whatever the length rule), at ``config_for``'s config, or through the
-    Triton kernel."""
+    (from one full tile, whatever the length rule), or through the Triton kernel."""
     kw = launch_kwargs(q.shape[1], k.shape[1], q.shape[-1], causal=causal)
     monkeypatch.setattr(flash_fwd_hopper, "ENABLED", gluon)
     monkeypatch.setattr(flash_fwd_hopper, "FASTER",
                         {key: (128, 128) for key in flash_fwd_hopper.FASTER})
     LAUNCHES["fwd"].last = None
     out, lse = flash_attn_fwd(q, k, v, **kw, **fix_kwargs(params))
-    config = flash_fwd_hopper.config_for(q.shape[-1], causal, params.stabilize, q.shape[1])
-    ran = LAUNCHES["fwd"].last == flash_fwd_hopper.tile_record(config)
+    ran = LAUNCHES["fwd"].last == flash_fwd_hopper.tile_record(q.shape[-1])
     expected = gluon and (q.shape[-1], params.stabilize) in flash_fwd_hopper.FASTER
     assert ran == expected, "the call did not take the expected forward"
     return out, lse
 
 
-def _case_id(case):
-    return (f"{case[1]}x{case[2]}-h{case[3]}:{case[4]}-d{case[5]}-{str(case[6])[6:]}"
-            f"{'-causal' if case[7] else ''}")
-
-
-# Each case at its config (D64 causal: one consumer), and D64 causal cases again with three.
-CONFIG_CASES = ([pytest.param(case, False, id=_case_id(case)) for case in CASES]
-                + [pytest.param(case, True, id=_case_id(case) + "-3consumers")
-                   for case in CASES if case[5] == 64 and case[7]])
-
-
-@pytest.mark.parametrize("case, three_consumers", CONFIG_CASES)
-def test_covered_calls_take_the_gluon_forward_and_meet_the_float64_rule(
-        case, three_consumers, monkeypatch):
-    if three_consumers:
-        monkeypatch.setattr(flash_fwd_hopper, "ONE_CONSUMER_BELOW", {True: 0, False: 0})
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[1]}x{c[2]}-h{c[3]}:{c[4]}-d{c[5]}-"
+                         f"{str(c[6])[6:]}{'-causal' if c[7] else ''}")
+def test_covered_calls_take_the_gluon_forward_and_meet_the_float64_rule(case, monkeypatch):
     *shape, dtype, causal = case
     q, k, v = _inputs(*shape, dtype, seed=sum(shape))
     kw = launch_kwargs(q.shape[1], k.shape[1], q.shape[-1], causal=causal)
@@ -86,21 +71,19 @@ def test_covered_calls_take_the_gluon_forward_and_meet_the_float64_rule(
         assert (out[~seen.transpose(1, 2)] == 0).all()
 
 
-@pytest.mark.parametrize("d, seed, causal", [(64, 4096, False), (64, 4096, True),
-                                             (128, 128, False)])
-def test_tied_rows_get_the_triton_forwards_shift(d, seed, causal, monkeypatch):
+@pytest.mark.parametrize("d, seed", [(64, 4096), (128, 128)])
+def test_tied_rows_get_the_triton_forwards_shift(d, seed, monkeypatch):
     """Rows whose top two scores lie in different key tiles (``testing.near_tie_inputs``, with
     seeds whose draws hold tied and untied rows: tests/test_reference.py): the Gluon forward's
     output is the Triton forward's bit for bit, with the fix on and off, and the fix changes
-    the output of the tied rows. (Causal, 512 rows over 4096 keys: rows from 212 on see both
-    keys; D64 there runs one consumer.)"""
+    the output of the tied rows."""
     q, k, v = (t.cuda() for t in near_tie_inputs(d, 512, 4096, seed=seed))
     params = shift_params(q.dtype)
-    out, _ = _forward(q, k, v, causal, params, monkeypatch=monkeypatch)
-    ref, _ = _forward(q, k, v, causal, params, gluon=False, monkeypatch=monkeypatch)
+    out, _ = _forward(q, k, v, False, params, monkeypatch=monkeypatch)
+    ref, _ = _forward(q, k, v, False, params, gluon=False, monkeypatch=monkeypatch)
     nofix = shift_params(q.dtype, stabilize=False)
-    plain, _ = _forward(q, k, v, causal, nofix, monkeypatch=monkeypatch)
-    plain_ref, _ = _forward(q, k, v, causal, nofix, gluon=False, monkeypatch=monkeypatch)
+    plain, _ = _forward(q, k, v, False, nofix, monkeypatch=monkeypatch)
+    plain_ref, _ = _forward(q, k, v, False, nofix, gluon=False, monkeypatch=monkeypatch)
     assert torch.equal(out, ref) and torch.equal(plain, plain_ref)
     assert not torch.equal(out, plain)
 
