@@ -309,11 +309,9 @@ def _fwd_ws_kernel(
     if CONSUMERS == 3:
         gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_consumer2, args),
                             (_loader, args)], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, 24])
-    elif CONSUMERS == 2:
+    else:
         gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_loader, args)], [4, 1],
                            [CONSUMER_REGS, 24])
-    else:  # one consumer: its registers are what the launch's maxnreg leaves it (launch_options)
-        gl.warp_specialize([(_consumer0, args), (_loader, args)], [1], [24])
 
 
 # (BLOCK_N, STAGES, consumer registers, consumers) per head dim: query tiles of 64 rows per
@@ -365,17 +363,6 @@ def tile_record(head_dim: int) -> tuple[int, int, int, int, bool]:
     return 64 * consumers, block_n, 4 * (consumers + 1), stages, True
 
 
-def launch_options(regs: int, consumers: int) -> dict:
-    """Compile options of a launch with ``consumers`` consumer warpgroups of ``regs`` registers
-    per thread. Two or three fill the SM's registers alone (Gluon's default). One consumer runs
-    beside its loader's (padded) warpgroup, 256 threads: ``maxnreg`` (24 + regs) / 2 leaves the
-    consumer ``regs`` after the loader's 24, so 65536 // (256 maxnreg) programs share an SM (3
-    at 136 registers, 2 at 168)."""
-    if consumers == 1:
-        return {**COMPILE_OPTIONS, "maxnreg": (24 + regs) // 2}
-    return COMPILE_OPTIONS
-
-
 def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, tie_window,
                           min_gap, max_gap, config=None):
     """Stabilized forward of dense q (B, Sq, Hq, D), k, v (B, Sk, Hk, D) on the current GPU
@@ -389,7 +376,6 @@ def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, ti
     out = torch.empty_like(q)
     lse = torch.empty((batch, hq, sq), device=q.device, dtype=torch.float32)
     grid = (ceil_div(sq, 64 * consumers), batch * hq)
-    options = launch_options(regs, consumers)
     _fwd_ws_kernel[grid](
         q, k, v, out, lse,
         q.stride(0), q.stride(1), q.stride(2),
@@ -401,6 +387,6 @@ def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, ti
         float(softmax_scale * LOG2E), float(beta), float(tie_window * LOG2E),
         float(min_gap * LOG2E), float(max_gap * LOG2E),
         CAUSAL=bool(causal), STABILIZE=bool(stabilize), HEAD_DIM=head_dim, BLOCK_N=block_n,
-        STAGES=stages, CONSUMER_REGS=regs, CONSUMERS=consumers, num_warps=4, **options,
+        STAGES=stages, CONSUMER_REGS=regs, CONSUMERS=consumers, num_warps=4, **COMPILE_OPTIONS,
     )
     return out, lse
