@@ -6,7 +6,9 @@ Correctness: the flash rule (2x the plain-PyTorch error against float64) on odd 
 ``Sq != Sk`` both ways (causal rows that see no key), both dtypes, and the Triton forward's lse
 on tied rows. Timing: ``do_bench`` medians, the Triton forward (its tuned config) and each
 Gluon config, over ``--rounds`` rounds that each start at another variant
-(``benchmarks.timing.interleaved_medians``).
+(``benchmarks.timing.interleaved_medians``); ``triton_config`` names the tile config the
+Triton forward ran with (its tuner's pick in this process: compare it with a sweep's before
+trusting the baseline, docs/kernel_notes.md v23a).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import time
 import torch
 
 from gpu.timed_checks import rates, save, time_within_budget
-from hf_stable_attn.kernels import flash_attn_fwd
+from hf_stable_attn.kernels import LAUNCHES, flash_attn_fwd
 from hf_stable_attn.kernels._common import tma_ready
 from hf_stable_attn.kernels import flash_fwd_hopper
 from hf_stable_attn.kernels.flash_fwd_hopper import flash_attn_fwd_hopper
@@ -110,9 +112,10 @@ def timing(shape, configs, rounds):
     for c in configs:
         fns[str(c)] = (lambda c=c: gluon_call(q, k, v, causal, params, c))
     flops = 4 * batch * hq * s * s * d / (2 if causal else 1)
+    timed = rates(fns, rounds, q.device, flops)
     return dict(shape=dict(batch=batch, seqlen=s, heads_q=hq, heads_kv=hk, head_dim=d,
                            causal=causal, stabilize=stabilize),
-                **rates(fns, rounds, q.device, flops))
+                triton_config=list(LAUNCHES["fwd"].last), **timed)
 
 
 def main() -> None:
@@ -164,7 +167,8 @@ def main() -> None:
         shapes = [sh for sh in shapes if (sh[4], int(sh[5]), int(sh[6])) in wanted
                   and sh[2] == sh[3]]
     time_within_budget(shapes, lambda shape: timing(shape, CONFIGS[shape[4]], args.rounds),
-                       result, args.out, args.budget_s, t0, ("shape", "tflops"))
+                       result, args.out, args.budget_s, t0,
+                       ("shape", "triton_config", "tflops"))
     sys.exit(0 if all(c.get("ok", True) for c in result["checks"]) else 1)
 
 

@@ -24,30 +24,58 @@ pytestmark = [
 ]
 
 
-@pytest.mark.parametrize("seqlen", [300, 2048])  # pointer loads; TMA loads (from 2048 tokens)
-def test_kernels_run_on_the_tensors_gpu_not_the_current_one(seqlen):
+def _on_gpu1_from_gpu0(seqlen, hq, hk, head_dim, causal, seed):
+    """A fwd+bwd through ``flash_attn_func`` on tensors of GPU 1 with GPU 0 current: returns
+    the leaves (with grads), the output and the output's gradient."""
     torch.cuda.set_device(0)
-    torch.manual_seed(seqlen)
-    q, k, v = (torch.randn(2, seqlen, h, 64, device="cuda:1", dtype=torch.bfloat16)
-               for h in (4, 2, 2))
+    torch.manual_seed(seed)
+    q, k, v = (torch.randn(2, seqlen, h, head_dim, device="cuda:1", dtype=torch.bfloat16)
+               for h in (hq, hk, hk))
     leaves = [t.clone().requires_grad_() for t in (q, k, v)]
-    out = hf_stable_attn.flash_attn_func(*leaves, causal=True, backend="triton")
+    out = hf_stable_attn.flash_attn_func(*leaves, causal=causal, backend="triton")
     dout = torch.randn_like(out)
     out.backward(dout)
     assert torch.cuda.current_device() == 0
     assert out.device == torch.device("cuda:1")
+    return leaves, out.detach(), dout
 
+
+def _meets_the_float64_rule(leaves, out, dout, causal):
     def oracle(dtype):
-        inputs = [t.detach().to(dtype).requires_grad_() for t in (q, k, v)]
-        o = attention_oracle(*inputs, causal=True, compute_dtype=dtype)
+        inputs = [t.detach().to(dtype).requires_grad_() for t in leaves]
+        o = attention_oracle(*inputs, causal=causal, compute_dtype=dtype)
         o.backward(dout.to(dtype))
         return o.detach(), [t.grad for t in inputs]
 
     exact, exact_grads = oracle(torch.float64)
     plain, plain_grads = oracle(torch.bfloat16)
-    check_flash_rule("out", out.detach(), plain, exact, 2.0, slack=1e-4)
+    check_flash_rule("out", out, plain, exact, 2.0, slack=1e-4)
     for name, leaf, pl, ex in zip(("dq", "dk", "dv"), leaves, plain_grads, exact_grads):
         check_flash_rule(name, leaf.grad, pl, ex, 3.0, slack=1e-4)
+
+
+@pytest.mark.parametrize("seqlen", [300, 2048])  # pointer loads; TMA loads (from 2048 tokens)
+def test_kernels_run_on_the_tensors_gpu_not_the_current_one(seqlen):
+    leaves, out, dout = _on_gpu1_from_gpu0(seqlen, 4, 2, 64, True, seed=seqlen)
+    _meets_the_float64_rule(leaves, out, dout, True)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2 or torch.cuda.get_device_capability(1) != (9, 0),
+                    reason="needs an sm_90 GPU as GPU 1")
+@pytest.mark.parametrize("head_dim, causal", [(128, False), (128, True), (64, False)])
+def test_the_gluon_kernels_run_on_the_tensors_gpu_not_the_current_one(head_dim, causal):
+    """The Gluon forward, dK/dV and (D128) dQ, which their routes (``FASTER``) pick at 2048
+    rows for these shapes, on GPU 1's tensors."""
+    from hf_stable_attn.kernels import LAUNCHES, flash_bwd_hopper, flash_fwd_hopper
+
+    for launch in LAUNCHES.values():
+        launch.last = None
+    leaves, out, dout = _on_gpu1_from_gpu0(2048, 4, 2, head_dim, causal, seed=head_dim + causal)
+    assert LAUNCHES["fwd"].last == flash_fwd_hopper.tile_record(head_dim)
+    assert LAUNCHES["dkdv"].last == flash_bwd_hopper.tile_record(head_dim)
+    if head_dim == 128:
+        assert LAUNCHES["dq"].last == flash_bwd_hopper.dq_tile_record(head_dim)
+    _meets_the_float64_rule(leaves, out, dout, causal)
 
 
 def _split_over_two_gpus(model):
