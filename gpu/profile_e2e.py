@@ -1,16 +1,23 @@
-"""Where the end-to-end time of a GPT-2 124M training step and of greedy decoding goes, per
-attention implementation (torch.profiler; GPU only).
+"""Where the end-to-end time of a training step and of greedy decoding goes, per attention
+implementation (torch.profiler; GPU only), for one of ``bench_e2e``'s models (``--model``,
+default GPT-2 124M).
 
 Modes: ``train`` (3 steps), ``decode`` (16 new tokens, dynamic cache) and ``decode_static``
 (16 new tokens with a static cache, which Transformers compiles; profiled after two warm-up
-generations). Writes ``profile_<impl>_<mode>.txt`` (top ops by CUDA time and by CPU time, and
-the count of host-device synchronisations) into ``--out``. Run:
-``PYTHONPATH=$PWD python gpu/profile_e2e.py --out DIR [--modes train decode decode_static]``.
+generations). Writes ``profile_<model>_<impl>_<mode>.txt`` (the wall time of three unprofiled
+runs, the count of host-device synchronisations, top ops by CUDA time and by CPU time, and the
+top Python functions of a cProfiled run) into ``--out``. Run:
+``PYTHONPATH=$PWD python gpu/profile_e2e.py --out DIR [--model llama-1b]
+[--modes train decode decode_static]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
+import pstats
+import time
 from pathlib import Path
 
 import torch
@@ -33,8 +40,8 @@ def cuda_ms_by_name(events, steps: int) -> dict[str, float]:
     return {name: ms / steps for name, ms in sorted(total.items(), key=lambda kv: -kv[1])}
 
 
-def train_steps(impl: str, steps: int):
-    spec = MODELS["gpt2-124m"]
+def train_steps(impl: str, steps: int, model_name: str = "gpt2-124m"):
+    spec = MODELS[model_name]
     model = build_model(spec, impl, torch.device("cuda"), torch.float32).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
     ids = torch.randint(model.config.vocab_size, (spec.batch, spec.seqlen), device="cuda")
@@ -52,8 +59,8 @@ def train_steps(impl: str, steps: int):
     return lambda: [step() for _ in range(steps)]
 
 
-def decode(impl: str, new_tokens: int, cache: str | None = None):
-    spec = MODELS["gpt2-124m"]
+def decode(impl: str, new_tokens: int, cache: str | None = None, model_name: str = "gpt2-124m"):
+    spec = MODELS[model_name]
     model = build_model(spec, impl, torch.device("cuda"), torch.bfloat16).eval()
     prompts = torch.randint(model.config.vocab_size, (8, 128), device="cuda")
 
@@ -74,25 +81,42 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--modes", nargs="+", default=["train", "decode"],
                     choices=["train", "decode", "decode_static"])
+    ap.add_argument("--model", default="gpt2-124m", choices=list(MODELS))
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    makers = {"train": lambda i: train_steps(i, 3), "decode": lambda i: decode(i, 16),
-              "decode_static": lambda i: decode(i, 16, "static")}
+    name = args.model
+    makers = {"train": lambda i: train_steps(i, 3, name),
+              "decode": lambda i: decode(i, 16, model_name=name),
+              "decode_static": lambda i: decode(i, 16, "static", name)}
     for mode in args.modes:
         make = makers[mode]
         for impl in ("stable_flash", "sdpa"):
             fn = make(impl)
+            walls = []
+            for _ in range(3):
+                start = time.perf_counter()
+                fn()
+                torch.cuda.synchronize()
+                walls.append((time.perf_counter() - start) * 1e3)
+            python = cProfile.Profile()
+            python.runcall(fn)
+            torch.cuda.synchronize()
+            functions = io.StringIO()
+            pstats.Stats(python, stream=functions).sort_stats("tottime").print_stats(30)
             with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
                 fn()
                 torch.cuda.synchronize()
             avg = prof.key_averages()
             syncs = {e.key: e.count for e in avg if e.key in SYNC_OPS}
-            text = (f"{impl} {mode}: syncs {syncs}\n\n== by CUDA time\n"
+            text = (f"{impl} {mode}: syncs {syncs}; wall ms without the profilers "
+                    + ", ".join(f"{w:.1f}" for w in walls) + "\n\n== by CUDA time\n"
                     + avg.table(sort_by="cuda_time_total", row_limit=25, max_name_column_width=60)
                     + "\n== by self CPU time\n"
-                    + avg.table(sort_by="self_cpu_time_total", row_limit=30, max_name_column_width=60))
-            (out / f"profile_{impl}_{mode}.txt").write_text(text)
+                    + avg.table(sort_by="self_cpu_time_total", row_limit=30, max_name_column_width=60)
+                    + "\n== Python functions by own time (cProfile, another run)\n"
+                    + functions.getvalue())
+            (out / f"profile_{name}_{impl}_{mode}.txt").write_text(text)
             print(text[:200])
 
 
