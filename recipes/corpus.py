@@ -154,11 +154,14 @@ def tokenize_to_cache(args: DataArguments, tokenizer, cache_dir: Path) -> Path:
     tmp = folder.with_name(folder.name + ".tmp")
     tmp.mkdir(parents=True, exist_ok=True)
     num_tokens = num_docs = 0
+    content = hashlib.sha256(np.dtype(dtype).name.encode())
     docs = iter_documents(args)
     with open(tmp / "tokens.bin", "wb") as out:
         while chunk := list(islice(docs, 512)):
             for ids in tokenizer(chunk, add_special_tokens=False)["input_ids"]:
-                np.asarray([*ids, tokenizer.eos_token_id], dtype=dtype).tofile(out)
+                doc = np.asarray([*ids, tokenizer.eos_token_id], dtype=dtype)
+                doc.tofile(out)
+                content.update(doc.tobytes())
                 num_tokens += len(ids) + 1
             num_docs += len(chunk)
     meta = {
@@ -168,11 +171,26 @@ def tokenize_to_cache(args: DataArguments, tokenizer, cache_dir: Path) -> Path:
         "dataset": args.dataset,
         "tokenizer": tokenizer.name_or_path,
         "vocab_size": len(tokenizer),
+        "content_sha256": content.hexdigest(),
     }
     (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
     tmp.rename(folder)
     logger.info("tokenized %d documents into %d tokens -> %s", num_docs, num_tokens, folder)
     return folder
+
+
+def content_sha256(folder: Path, meta: dict) -> str:
+    """SHA-256 of a cached token stream (its dtype's name, then its bytes): the identity of the
+    data a recorded batch order refers to, the same on every machine and checkout (the cache
+    folder's name holds file paths and mtimes). Caches written before it was stored in
+    `meta.json` are hashed here."""
+    if "content_sha256" in meta:
+        return meta["content_sha256"]
+    content = hashlib.sha256(meta["dtype"].encode())
+    with open(Path(folder) / "tokens.bin", "rb") as f:
+        while block := f.read(1 << 24):
+            content.update(block)
+    return content.hexdigest()
 
 
 class PackedDataset(torch.utils.data.Dataset):
@@ -182,7 +200,7 @@ class PackedDataset(torch.utils.data.Dataset):
         meta = json.loads((Path(folder) / "meta.json").read_text())
         self.tokens = np.memmap(Path(folder) / "tokens.bin", dtype=meta["dtype"], mode="r")
         self.block_size = block_size
-        self.fingerprint = f"{Path(folder).name}|{block_size}"
+        self.fingerprint = f"tokens-{content_sha256(folder, meta)[:16]}|{block_size}"
         if len(self) == 0:
             raise ValueError(f"{meta['num_tokens']} tokens cannot fill one block of {block_size}; use more text")
 

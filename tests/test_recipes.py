@@ -191,6 +191,30 @@ def test_packing_is_the_token_stream(tmp_path, cache):
     assert torch.equal(torch.cat([data[i]["input_ids"] for i in range(len(data))]), torch.tensor(ids[: len(data) * 16]))
 
 
+def test_the_replay_fingerprint_is_the_token_streams_not_the_files_path(tmp_path):
+    """A recorded batch order must replay in another checkout: the same text at another path
+    (another cache folder) gives the same fingerprint, other text another one, and a cache
+    written before the hash was stored in meta.json the same one."""
+    from recipes.tokenizer import train_bpe
+
+    tokenizer = train_bpe(["to be or not to be"], 300)
+    fingerprints = []
+    for name, text in (("a", "to be or not to be " * 40), ("b", "to be or not to be " * 40),
+                       ("c", "not to be or to be " * 40)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "d.txt").write_text(text)
+        args = DataArguments(dataset=str(tmp_path / name / "d.txt"), block_size=16)
+        folder = corpus.tokenize_to_cache(args, tokenizer, tmp_path / "cache")
+        fingerprints.append((folder.name, corpus.PackedDataset(folder, 16).fingerprint))
+    (folder_a, same_a), (folder_b, same_b), (_, other) = fingerprints
+    assert folder_a != folder_b and same_a == same_b != other
+    meta_file = tmp_path / "cache" / folder_b / "meta.json"
+    meta = json.loads(meta_file.read_text())
+    del meta["content_sha256"]
+    meta_file.write_text(json.dumps(meta))
+    assert corpus.PackedDataset(tmp_path / "cache" / folder_b, 16).fingerprint == same_a
+
+
 # -- batch order --------------------------------------------------------------------------------
 
 
