@@ -16,6 +16,7 @@ import functools
 import os
 import re
 import subprocess
+import threading
 
 import torch
 import triton
@@ -67,16 +68,33 @@ def two_stage_tma_ok() -> bool:
     return found is not None and found >= TWO_STAGE_TMA_RELEASE
 
 
+# Compiles inside ``ptxas_for_compile`` now, across threads, and whether the first of them set
+# the variable (so the last one out removes it).
+_LOCK = threading.Lock()
+_inside = {"count": 0, "set_by_us": False}
+
+
 @contextlib.contextmanager
 def ptxas_for_compile():
     """Around a launch that may compile: ``TRITON_PTXAS_PATH`` at torch's ptxas while it runs,
-    where that ptxas is newer than Triton's and no ptxas was chosen; otherwise nothing."""
-    path = None if os.environ.get(PTXAS_ENV) else newer_torch_ptxas()
-    if path is None:
-        yield
-        return
-    os.environ[PTXAS_ENV] = path
+    where that ptxas is newer than Triton's and no ptxas was chosen; otherwise nothing. The
+    variable is process-wide, so it stays set until the last of overlapping compiles (in
+    several threads) is done: Triton reads it once for the PTX version and again for the
+    assembler, and a thread that removed it in between would hand another thread's PTX for
+    CUDA 13 to Triton's ptxas 12.8 (the likely cause of session 24's failed candidate,
+    docs/kernel_notes.md)."""
+    with _LOCK:
+        if _inside["count"] == 0:
+            path = None if os.environ.get(PTXAS_ENV) else newer_torch_ptxas()
+            _inside["set_by_us"] = path is not None
+            if path is not None:
+                os.environ[PTXAS_ENV] = path
+        _inside["count"] += 1
     try:
         yield
     finally:
-        os.environ.pop(PTXAS_ENV, None)
+        with _LOCK:
+            _inside["count"] -= 1
+            if _inside["count"] == 0 and _inside["set_by_us"]:
+                os.environ.pop(PTXAS_ENV, None)
+                _inside["set_by_us"] = False

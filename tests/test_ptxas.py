@@ -57,6 +57,38 @@ def test_the_environment_is_restored_when_compiling_fails(ptxas_pair):
     assert ENV not in os.environ
 
 
+def test_overlapping_compiles_in_two_threads_keep_the_newer_ptxas_until_both_are_done(ptxas_pair):
+    """Thread A enters, thread B enters, A leaves while B still compiles: B must still see
+    torch's ptxas, or its PTX for CUDA 13 would go to Triton's ptxas 12.8."""
+    import threading
+
+    _, ours = ptxas_pair("12.8", "13.0")
+    a_inside, b_inside, a_left = threading.Event(), threading.Event(), threading.Event()
+    seen = {}
+
+    def thread_a():
+        with _ptxas.ptxas_for_compile():
+            a_inside.set()
+            b_inside.wait(5)
+        a_left.set()
+
+    def thread_b():
+        a_inside.wait(5)
+        with _ptxas.ptxas_for_compile():
+            seen["entering"] = os.environ.get(ENV)
+            b_inside.set()
+            a_left.wait(5)
+            seen["after_a_left"] = os.environ.get(ENV)
+
+    threads = [threading.Thread(target=thread_a), threading.Thread(target=thread_b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert seen == {"entering": ours, "after_a_left": ours}
+    assert ENV not in os.environ
+
+
 @pytest.mark.parametrize("torch_release", [None, "12.8", "12.6"])
 def test_tritons_own_ptxas_stays_when_torch_has_none_newer(ptxas_pair, torch_release):
     bundled, _ = ptxas_pair("12.8", torch_release)
