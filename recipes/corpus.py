@@ -159,9 +159,9 @@ def tokenize_to_cache(args: DataArguments, tokenizer, cache_dir: Path) -> Path:
     with open(tmp / "tokens.bin", "wb") as out:
         while chunk := list(islice(docs, 512)):
             for ids in tokenizer(chunk, add_special_tokens=False)["input_ids"]:
-                doc = np.asarray([*ids, tokenizer.eos_token_id], dtype=dtype)
-                doc.tofile(out)
-                content.update(doc.tobytes())
+                doc = np.asarray([*ids, tokenizer.eos_token_id], dtype=dtype).tobytes()
+                out.write(doc)
+                content.update(doc)
                 num_tokens += len(ids) + 1
             num_docs += len(chunk)
     meta = {
