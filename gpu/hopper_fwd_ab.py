@@ -7,7 +7,7 @@ Run: ``PYTHONPATH=$PWD python gpu/hopper_fwd_ab.py --base old_flash_fwd_hopper.p
 Checks: output and lse of both versions equal (``torch.equal``) on random inputs (odd lengths,
 GQA, ``Sq != Sk``, both dtypes, fix on and off) and on rows tied across key tiles. Timing: as
 ``hopper_fwd_check``'s (``interleaved_medians``, 16384 tokens per batch), each version at its
-own ``HOPPER_CONFIGS`` entry.
+own ``HOPPER_CONFIGS`` entry; ``triton_config`` names the tile config the Triton forward ran.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import time
 
 import torch
 
-from gpu.hopper_fwd_check import CASES, inputs, triton_call
-from gpu.timed_checks import rates, save, time_within_budget
+from gpu.hopper_fwd_check import CASES, inputs, timed_record, triton_call
+from gpu.timed_checks import save, time_within_budget
 from hf_stable_attn.kernels import flash_fwd_hopper
 from hf_stable_attn.kernels._common import tma_ready
 from hf_stable_attn.shift_rule import shift_params
@@ -79,10 +79,7 @@ def timing(base, shape, rounds):
     fns = {"triton": lambda: triton_call(q, k, v, causal, params),
            "base": lambda: call(base, q, k, v, causal, params),
            "new": lambda: call(flash_fwd_hopper, q, k, v, causal, params)}
-    flops = 4 * batch * hq * s * s * d / (2 if causal else 1)
-    return dict(shape=dict(batch=batch, seqlen=s, heads_q=hq, heads_kv=hk, head_dim=d,
-                           causal=causal, stabilize=stabilize),
-                **rates(fns, rounds, q.device, flops))
+    return timed_record(shape, fns, rounds, q.device)
 
 
 def main() -> None:
@@ -106,7 +103,7 @@ def main() -> None:
               for h_kv in ((16, 2) if d == 128 else (32, 4))
               for causal in (False, True) for stabilize in (True, False)]
     time_within_budget(shapes, lambda shape: timing(base, shape, args.rounds), result,
-                       args.out, args.budget_s, t0, ("shape", "tflops"))
+                       args.out, args.budget_s, t0, ("shape", "triton_config", "tflops"))
     sys.exit(0 if all(c["ok"] for c in result["checks"]) else 1)
 
 

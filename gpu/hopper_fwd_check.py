@@ -111,8 +111,14 @@ def timing(shape, configs, rounds):
     fns = {"triton": lambda: triton_call(q, k, v, causal, params)}
     for c in configs:
         fns[str(c)] = (lambda c=c: gluon_call(q, k, v, causal, params, c))
-    flops = 4 * batch * hq * s * s * d / (2 if causal else 1)
-    timed = rates(fns, rounds, q.device, flops)
+    return timed_record(shape, fns, rounds, q.device)
+
+
+def timed_record(shape, fns, rounds, device) -> dict:
+    """``rates`` of ``fns`` (one of them ``triton_call``) on ``shape`` = (batch, seqlen, Hq,
+    Hkv, D, causal, stabilize), with ``triton_config``, the tile config the Triton forward ran."""
+    batch, s, hq, hk, d, causal, stabilize = shape
+    timed = rates(fns, rounds, device, 4 * batch * hq * s * s * d / (2 if causal else 1))
     return dict(shape=dict(batch=batch, seqlen=s, heads_q=hq, heads_kv=hk, head_dim=d,
                            causal=causal, stabilize=stabilize),
                 triton_config=list(LAUNCHES["fwd"].last), **timed)
