@@ -58,6 +58,27 @@ def tiny_argv(cache, out, *extra):
     ]
 
 
+def lora_argv(cache, model_dir, out, *extra):
+    """finetune_lora's arguments for the tiny Llama on CPU (``extra`` adds or overrides)."""
+    return [
+        "--config",
+        str(CONFIGS / "llama_tiny_lora.yaml"),
+        "--model_name_or_path",
+        str(model_dir),
+        "--output_dir",
+        str(out),
+        "--data_cache_dir",
+        cache,
+        "--use_cpu",
+        "true",
+        "--logging_steps",
+        "1",
+        "--disable_tqdm",
+        "true",
+        *extra,
+    ]
+
+
 def losses(trainer_or_dir):
     history = (
         trainer_or_dir.state.log_history
@@ -376,26 +397,7 @@ def test_accelerate_launch_cpu_with_replay_and_two_process_ddp(tmp_path, cache):
 
 def test_lora_on_tiny_llama(tmp_path, cache):
     model_dir = save_tiny_llama(tmp_path / "tiny_llama")
-    trainer = finetune_lora.main(
-        [
-            "--config",
-            str(CONFIGS / "llama_tiny_lora.yaml"),
-            "--model_name_or_path",
-            str(model_dir),
-            "--output_dir",
-            str(tmp_path / "lora"),
-            "--data_cache_dir",
-            cache,
-            "--use_cpu",
-            "true",
-            "--max_steps",
-            "2",
-            "--logging_steps",
-            "1",
-            "--disable_tqdm",
-            "true",
-        ]
-    )
+    trainer = finetune_lora.main(lora_argv(cache, model_dir, tmp_path / "lora", "--max_steps", "2"))
     losses(trainer)
     assert (tmp_path / "lora" / "adapter_model.safetensors").is_file()
     lora_b = [p for n, p in trainer.model.named_parameters() if "lora_B" in n]
@@ -411,11 +413,7 @@ def test_lora_resume_continues_identically(tmp_path, cache):
     model_dir = save_tiny_llama(tmp_path / "tiny_llama")
 
     def run(out, *extra):
-        return finetune_lora.main(
-            ["--config", str(CONFIGS / "llama_tiny_lora.yaml"), "--model_name_or_path", str(model_dir),
-             "--output_dir", str(out), "--data_cache_dir", cache, "--use_cpu", "true", "--max_steps", "4",
-             "--logging_steps", "1", "--disable_tqdm", "true", *extra]
-        )
+        return finetune_lora.main(lora_argv(cache, model_dir, out, "--max_steps", "4", *extra))
 
     full = run(tmp_path / "full", "--save_strategy", "steps", "--save_steps", "2", "--save_total_limit", "2")
     checkpoint = tmp_path / "full" / "checkpoint-2"
