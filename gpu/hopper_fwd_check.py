@@ -36,10 +36,11 @@ def gluon_call(q, k, v, causal, params, config=None):
                                  **fix_kwargs(params), config=config)
 
 
-# (BLOCK_N, STAGES, consumer registers, consumers) tried per head dim: the table's, then others.
-CONFIGS = {128: [flash_fwd_hopper.HOPPER_CONFIGS[128], (64, 3, 232, 2)],
-           64: [flash_fwd_hopper.HOPPER_CONFIGS[64], (128, 2, 232, 2), (64, 3, 232, 2),
-                (128, 3, 232, 2)]}
+# (BLOCK_N, STAGES, consumer registers, consumers, ping-pong) tried per head dim: the table's,
+# then others.
+CONFIGS = {128: [flash_fwd_hopper.HOPPER_CONFIGS[128], (64, 3, 232, 2, True)],
+           64: [flash_fwd_hopper.HOPPER_CONFIGS[64], (128, 2, 232, 2, True),
+                (64, 3, 232, 2, True), (128, 3, 232, 2, True)]}
 
 
 # (batch, Sq, Sk, Hq, Hk, D, dtype, causal) of the correctness checks.
@@ -134,7 +135,8 @@ def main() -> None:
     ap.add_argument("--shapes", nargs="+", default=None,
                     help="timing shapes as D:causal:fix, e.g. 128:1:1 (default: all)")
     ap.add_argument("--configs", nargs="+", default=None,
-                    help="Gluon configs as D:BLOCK_N:STAGES:REGS:CONSUMERS (default: CONFIGS)")
+                    help="Gluon configs as D:BLOCK_N:STAGES:REGS:CONSUMERS:PINGPONG (default: "
+                         "CONFIGS)")
     ap.add_argument("--seqlens", type=int, nargs="+", default=[4096],
                     help="timing lengths (16384 tokens per batch)")
     args = ap.parse_args()

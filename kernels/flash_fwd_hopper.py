@@ -109,9 +109,32 @@ def _softmax(s, m1, tied, shift, l_i, start_n, start_m, seqlen_k, diag, qk_scale
 
 
 @gluon.jit
+def _take_turn(turns, WG: gl.constexpr, k):
+    """Ping-pong (FlashAttention-3's warp scheduler barrier, with ``turns`` one mbarrier per
+    consumer; off when there is one): wait until consumer ``WG`` may issue its ``k``-th group
+    of matrix products. The consumers issue in turn (0, 1, .., 0, ..), so the tensor cores
+    finish one consumer's scores while the next one's products queue behind them, and that
+    consumer's softmax runs beside them instead of every consumer waiting at once. Consumer 0
+    goes first; its turn ``k`` follows the last consumer's turn ``k - 1``."""
+    if turns.shape[0] > 1:
+        if WG == 0:
+            if k > 0:
+                mbarrier.wait(turns.index(0), (k - 1) & 1)
+        else:
+            mbarrier.wait(turns.index(WG), k & 1)
+
+
+@gluon.jit
+def _pass_turn(turns, WG: gl.constexpr):
+    """Hand the turn to the next consumer (after issuing this turn's products)."""
+    if turns.shape[0] > 1:
+        mbarrier.arrive(turns.index((WG + 1) % turns.shape[0]), count=1)
+
+
+@gluon.jit
 def _loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, v_full,
-            v_empty, O, LSE, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, b64, h,
-            start_m, seqlen_q, seqlen_k, n_tiles, diag, qk_scale, beta, tie_window, min_gap,
+            v_empty, turns, O, LSE, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, b64,
+            h, start_m, seqlen_q, seqlen_k, n_tiles, diag, qk_scale, beta, tie_window, min_gap,
             max_gap):
     """The load partition: the query tile's part of each consumer, then K and V tile by tile
     into the ring, each slot once every consumer has released it."""
@@ -127,7 +150,7 @@ def _loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_full, k_em
 
 @gluon.jit
 def _consume(WG: gl.constexpr, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, v_full, v_empty,
-             O, LSE, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, b64, h, start_m,
+             turns, O, LSE, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, b64, h, start_m,
              seqlen_q, seqlen_k, n_tiles, diag, qk_scale, beta, tie_window, min_gap, max_gap):
     """One consumer partition (4 warps): query rows ``start_m + 64 WG`` onwards. (The
     compile-time sizes come from the buffers' shapes and the switches from ``q_bars``' length,
@@ -166,8 +189,10 @@ def _consume(WG: gl.constexpr, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, 
 
     mbarrier.wait(q_bars.index(WG), 0)
     mbarrier.wait(k_full.index(0), 0)
+    _take_turn(turns, WG, 0)
     s_tok = warpgroup_mma(q, k_smem.index(0).permute((1, 0)), zero_s, use_acc=False,
                           is_async=True)
+    _pass_turn(turns, WG)
     s = warpgroup_mma_wait(0, deps=(s_tok,))
     mbarrier.arrive(k_empty.index(0), count=1)
     p, alpha, m1, tied, shift, l_i = _softmax(s, m1, tied, shift, l_i, 0, rows0, *consts,
@@ -178,19 +203,23 @@ def _consume(WG: gl.constexpr, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, 
     for j in range(1, n_full):
         acc, p_op, m1, tied, shift, l_i = _step(
             j, acc, p_op, m1, tied, shift, l_i, q, k_smem, v_smem, k_full, k_empty, v_full,
-            v_empty, zero_s, rows0, *consts, s_layout, row_o, p_layout, False, CAUSAL,
-            STABILIZE, BLOCK_M, BLOCK_N, STAGES)
+            v_empty, turns, zero_s, rows0, *consts, s_layout, row_o, p_layout, WG, False,
+            CAUSAL, STABILIZE, BLOCK_M, BLOCK_N, STAGES)
     for j in range(n_full, n_mine):
         acc, p_op, m1, tied, shift, l_i = _step(
             j, acc, p_op, m1, tied, shift, l_i, q, k_smem, v_smem, k_full, k_empty, v_full,
-            v_empty, zero_s, rows0, *consts, s_layout, row_o, p_layout, True, CAUSAL,
-            STABILIZE, BLOCK_M, BLOCK_N, STAGES)
+            v_empty, turns, zero_s, rows0, *consts, s_layout, row_o, p_layout, WG, True,
+            CAUSAL, STABILIZE, BLOCK_M, BLOCK_N, STAGES)
     last = n_mine - 1
     mbarrier.wait(v_full.index(last % STAGES), (last // STAGES) & 1)
+    _take_turn(turns, WG, n_mine)
     acc_tok = warpgroup_mma(p_op, v_smem.index(last % STAGES), acc, is_async=True)
+    _pass_turn(turns, WG)
     acc = warpgroup_mma_wait(0, deps=(acc_tok,))
     mbarrier.arrive(v_empty.index(last % STAGES), count=1)
-    for j in range(n_mine, n_tiles):  # tiles only later partitions see: release them
+    for j in range(n_mine, n_tiles):  # tiles only later partitions see: release them (and
+        _take_turn(turns, WG, j + 1)  # pass the turns they issue products in)
+        _pass_turn(turns, WG)
         release_slot(j, STAGES, k_full, k_empty, v_full, v_empty)
 
     l_o = gl.convert_layout(l_i, row_o)
@@ -211,18 +240,22 @@ def _consume(WG: gl.constexpr, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, 
 
 @gluon.jit
 def _step(j, acc, p_op, m1, tied, shift, l_i, q, k_smem, v_smem, k_full, k_empty, v_full,
-          v_empty, zero_s, rows0, seqlen_k, diag, qk_scale, beta, tie_window, min_gap, max_gap,
-          s_layout: gl.constexpr, row_o: gl.constexpr, p_layout: gl.constexpr,
-          MASKED: gl.constexpr, CAUSAL: gl.constexpr, STABILIZE: gl.constexpr,
-          BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
-    """v19a's step with the ring's slots released to the loader as their readers finish."""
+          v_empty, turns, zero_s, rows0, seqlen_k, diag, qk_scale, beta, tie_window, min_gap,
+          max_gap, s_layout: gl.constexpr, row_o: gl.constexpr, p_layout: gl.constexpr,
+          WG: gl.constexpr, MASKED: gl.constexpr, CAUSAL: gl.constexpr,
+          STABILIZE: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+          STAGES: gl.constexpr):
+    """v19a's step with the ring's slots released to the loader as their readers finish; the
+    two matrix products are this consumer's turn ``j`` (``_take_turn``)."""
     slot = j % STAGES
     prev = (j - 1) % STAGES
     mbarrier.wait(k_full.index(slot), (j // STAGES) & 1)
+    mbarrier.wait(v_full.index(prev), ((j - 1) // STAGES) & 1)
+    _take_turn(turns, WG, j)
     s_tok = warpgroup_mma(q, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False,
                           is_async=True)
-    mbarrier.wait(v_full.index(prev), ((j - 1) // STAGES) & 1)
     acc_tok = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
+    _pass_turn(turns, WG)
     s = warpgroup_mma_wait(1, deps=(s_tok,))
     mbarrier.arrive(k_empty.index(slot), count=1)
     p, alpha, m1, tied, shift, l_i = _softmax(
@@ -237,32 +270,32 @@ def _step(j, acc, p_op, m1, tied, shift, l_i, q, k_smem, v_smem, k_full, k_empty
 
 @gluon.jit
 def _consumer0(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, v_full,
-               v_empty, O, LSE, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, b64, h,
-               start_m, seqlen_q, seqlen_k, n_tiles, diag, qk_scale, beta, tie_window,
+               v_empty, turns, O, LSE, stride_ob, stride_os, stride_oh, stride_lb, stride_lh,
+               b64, h, start_m, seqlen_q, seqlen_k, n_tiles, diag, qk_scale, beta, tie_window,
                min_gap, max_gap):
-    _consume(0, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, v_full, v_empty, O, LSE,
-             stride_ob, stride_os, stride_oh, stride_lb, stride_lh, b64, h, start_m, seqlen_q,
-             seqlen_k, n_tiles, diag, qk_scale, beta, tie_window, min_gap, max_gap)
+    _consume(0, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, v_full, v_empty, turns, O,
+             LSE, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, b64, h, start_m,
+             seqlen_q, seqlen_k, n_tiles, diag, qk_scale, beta, tie_window, min_gap, max_gap)
 
 
 @gluon.jit
 def _consumer1(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, v_full,
-               v_empty, O, LSE, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, b64, h,
-               start_m, seqlen_q, seqlen_k, n_tiles, diag, qk_scale, beta, tie_window,
+               v_empty, turns, O, LSE, stride_ob, stride_os, stride_oh, stride_lb, stride_lh,
+               b64, h, start_m, seqlen_q, seqlen_k, n_tiles, diag, qk_scale, beta, tie_window,
                min_gap, max_gap):
-    _consume(1, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, v_full, v_empty, O, LSE,
-             stride_ob, stride_os, stride_oh, stride_lb, stride_lh, b64, h, start_m, seqlen_q,
-             seqlen_k, n_tiles, diag, qk_scale, beta, tie_window, min_gap, max_gap)
+    _consume(1, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, v_full, v_empty, turns, O,
+             LSE, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, b64, h, start_m,
+             seqlen_q, seqlen_k, n_tiles, diag, qk_scale, beta, tie_window, min_gap, max_gap)
 
 
 @gluon.jit
 def _consumer2(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, v_full,
-               v_empty, O, LSE, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, b64, h,
-               start_m, seqlen_q, seqlen_k, n_tiles, diag, qk_scale, beta, tie_window,
+               v_empty, turns, O, LSE, stride_ob, stride_os, stride_oh, stride_lb, stride_lh,
+               b64, h, start_m, seqlen_q, seqlen_k, n_tiles, diag, qk_scale, beta, tie_window,
                min_gap, max_gap):
-    _consume(2, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, v_full, v_empty, O, LSE,
-             stride_ob, stride_os, stride_oh, stride_lb, stride_lh, b64, h, start_m, seqlen_q,
-             seqlen_k, n_tiles, diag, qk_scale, beta, tie_window, min_gap, max_gap)
+    _consume(2, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, v_full, v_empty, turns, O,
+             LSE, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, b64, h, start_m,
+             seqlen_q, seqlen_k, n_tiles, diag, qk_scale, beta, tie_window, min_gap, max_gap)
 
 
 @gluon.jit
@@ -277,7 +310,7 @@ def _fwd_ws_kernel(
     qk_scale, beta, tie_window, min_gap, max_gap,
     CAUSAL: gl.constexpr, STABILIZE: gl.constexpr, HEAD_DIM: gl.constexpr,
     BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-    CONSUMERS: gl.constexpr, num_warps: gl.constexpr,
+    CONSUMERS: gl.constexpr, PINGPONG: gl.constexpr, num_warps: gl.constexpr,
 ):
     dtype: gl.constexpr = Q.dtype.element_ty
     q_shared: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, HEAD_DIM], dtype)
@@ -301,10 +334,11 @@ def _fwd_ws_kernel(
     N_QBARS: gl.constexpr = CONSUMERS + (1 if STABILIZE else 0) + (2 if CAUSAL else 0)
     q_bars = flag_barriers(N_QBARS)
     k_full, k_empty, v_full, v_empty = ring_barriers(STAGES, CONSUMERS)
+    turns = flag_barriers(CONSUMERS if PINGPONG else 1)  # one barrier: no ping-pong
 
     args = (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, v_full,
-            v_empty, O, LSE, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, b64, h,
-            start_m, seqlen_q, seqlen_k, n_tiles, diag, qk_scale, beta, tie_window, min_gap,
+            v_empty, turns, O, LSE, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, b64,
+            h, start_m, seqlen_q, seqlen_k, n_tiles, diag, qk_scale, beta, tie_window, min_gap,
             max_gap)
     if CONSUMERS == 3:
         gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_consumer2, args),
@@ -314,11 +348,11 @@ def _fwd_ws_kernel(
                            [CONSUMER_REGS, 24])
 
 
-# (BLOCK_N, STAGES, consumer registers, consumers) per head dim: query tiles of 64 rows per
-# consumer. Measured on an H100 (docs/kernel_notes.md, v19d, v22a). Three consumers and the
+# (BLOCK_N, STAGES, consumer registers, consumers, ping-pong) per head dim: query tiles of 64
+# rows per consumer. Measured on an H100 (docs/kernel_notes.md, v19d, v22a). Three consumers and the
 # loader's warpgroup hold 65536 registers at 160 per consumer thread; at D64 they measured 5-16%
 # faster than two without a causal mask (v22a).
-HOPPER_CONFIGS = {64: (128, 2, 160, 3), 128: (128, 2, 240, 2)}
+HOPPER_CONFIGS = {64: (128, 2, 160, 3, True), 128: (128, 2, 240, 2, True)}
 # Least query rows (not causal, causal) per (head dim, fix on) from which this kernel measured
 # faster than the Triton forward on an H100: D128 from one full tile (v19d); D64 (v22a, three
 # consumers) from 2048 rows without a causal mask; with one, from 8192 rows with the fix (at
@@ -359,7 +393,7 @@ def covers(q, *, stabilize, shift_single, return_shift, **features) -> bool:
 def tile_record(head_dim: int) -> tuple[int, int, int, int, bool]:
     """The launch's config as ``TiledLaunch.last`` spells one (BLOCK_M, BLOCK_N, warps, stages,
     TMA): 12 or 16 warps (the consumer warpgroups and the loader's) mark this kernel."""
-    block_n, stages, _, consumers = HOPPER_CONFIGS[head_dim]
+    block_n, stages, _, consumers, _ = HOPPER_CONFIGS[head_dim]
     return 64 * consumers, block_n, 4 * (consumers + 1), stages, True
 
 
@@ -367,12 +401,12 @@ def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, ti
                           min_gap, max_gap, config=None):
     """Stabilized forward of dense q (B, Sq, Hq, D), k, v (B, Sk, Hk, D) on the current GPU
     (the caller makes q's current and checked ``covers``). The shift rule's constants in
-    natural-log units; ``config`` (BLOCK_N, STAGES, consumer registers, consumers) overrides
-    the table. Returns ``(out, lse)``: out like q, lse fp32 (B, Hq, Sq), +inf on rows that see
-    no key."""
+    natural-log units; ``config`` (BLOCK_N, STAGES, consumer registers, consumers, ping-pong)
+    overrides the table. Returns ``(out, lse)``: out like q, lse fp32 (B, Hq, Sq), +inf on rows
+    that see no key."""
     batch, sq, hq, head_dim = q.shape
     sk, hk = k.shape[1], k.shape[2]
-    block_n, stages, regs, consumers = config or HOPPER_CONFIGS[head_dim]
+    block_n, stages, regs, consumers, pingpong = config or HOPPER_CONFIGS[head_dim]
     out = torch.empty_like(q)
     lse = torch.empty((batch, hq, sq), device=q.device, dtype=torch.float32)
     grid = (ceil_div(sq, 64 * consumers), batch * hq)
@@ -387,6 +421,7 @@ def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, ti
         float(softmax_scale * LOG2E), float(beta), float(tie_window * LOG2E),
         float(min_gap * LOG2E), float(max_gap * LOG2E),
         CAUSAL=bool(causal), STABILIZE=bool(stabilize), HEAD_DIM=head_dim, BLOCK_N=block_n,
-        STAGES=stages, CONSUMER_REGS=regs, CONSUMERS=consumers, num_warps=4, **COMPILE_OPTIONS,
+        STAGES=stages, CONSUMER_REGS=regs, CONSUMERS=consumers, PINGPONG=bool(pingpong),
+        num_warps=4, **COMPILE_OPTIONS,
     )
     return out, lse

@@ -70,7 +70,7 @@ def test_other_head_dims_take_the_triton_forward(sm90, head_dim):
 def test_the_record_marks_the_gluon_kernel(head_dim, rows, warps):
     """Its tile: 64 query rows per consumer warpgroup (two at D128, three at D64), whose
     warps and the loader's warpgroup it counts."""
-    block_n, stages, _, _ = flash_fwd_hopper.HOPPER_CONFIGS[head_dim]
+    block_n, stages, _, _, _ = flash_fwd_hopper.HOPPER_CONFIGS[head_dim]
     assert flash_fwd_hopper.tile_record(head_dim) == (rows, block_n, warps, stages, True)
 
 
