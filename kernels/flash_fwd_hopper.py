@@ -352,7 +352,7 @@ def _fwd_ws_kernel(
 # rows per consumer. Measured on an H100 (docs/kernel_notes.md, v19d, v22a). Three consumers and the
 # loader's warpgroup hold 65536 registers at 160 per consumer thread; at D64 they measured 5-16%
 # faster than two without a causal mask (v22a).
-HOPPER_CONFIGS = {64: (128, 2, 160, 3, True), 128: (128, 2, 240, 2, True)}
+HOPPER_CONFIGS = {64: (128, 2, 160, 3, True), 128: (128, 2, 240, 2, False)}
 # Least query rows (not causal, causal) per (head dim, fix on) from which this kernel measured
 # faster than the Triton forward on an H100: D128 from one full tile (v19d); D64 (v22a, three
 # consumers) from 2048 rows without a causal mask; with one, from 8192 rows with the fix (at
