@@ -8,10 +8,12 @@ three at head dim 64, as FlashAttention-3's 192-row tiles there) each own 64 row
 consumer's step issues tile j's ``Q K^T`` and tile j-1's ``P V`` as asynchronous wgmma, waits
 for the scores, runs tile j's softmax (the tie count and shift of ``flash_fwd._fwd_tiles``, the
 same arithmetic) while ``P V`` runs, then releases the slots to the loader through "empty"
-mbarriers (one arrival per consumer). The consumers share no barrier, so the warp scheduler
-runs one's softmax during another's matrix products, which a single partition (v19a) cannot; a
-third consumer gives each scheduler one more warp to issue from while the others wait (the D64
-softmax is long against its matrix products).
+mbarriers (one arrival per consumer). The warp schedulers run one consumer's softmax during
+another's matrix products, which a single partition (v19a) cannot; a third consumer gives each
+scheduler one more warp to issue from while the others wait (the D64 softmax is long against
+its matrix products). At D64 the consumers also take turns issuing their products
+(``_take_turn``, FlashAttention-3's ping-pong), which measured 1-7% faster there and up to 3.5%
+slower at D128 (docs/kernel_notes.md, session 26).
 
 Covers: dense ``(B, S, H, D)`` bf16/fp16, head dim 64 or 128, causal (bottom-right aligned) or
 not, GQA, the fix on or off, where ``_common.tma_ready`` holds; ``covers`` routes the subset
@@ -250,10 +252,10 @@ def _step(j, acc, p_op, m1, tied, shift, l_i, q, k_smem, v_smem, k_full, k_empty
     slot = j % STAGES
     prev = (j - 1) % STAGES
     mbarrier.wait(k_full.index(slot), (j // STAGES) & 1)
-    mbarrier.wait(v_full.index(prev), ((j - 1) // STAGES) & 1)
     _take_turn(turns, WG, j)
     s_tok = warpgroup_mma(q, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False,
                           is_async=True)
+    mbarrier.wait(v_full.index(prev), ((j - 1) // STAGES) & 1)
     acc_tok = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
     _pass_turn(turns, WG)
     s = warpgroup_mma_wait(1, deps=(s_tok,))
@@ -349,9 +351,10 @@ def _fwd_ws_kernel(
 
 
 # (BLOCK_N, STAGES, consumer registers, consumers, ping-pong) per head dim: query tiles of 64
-# rows per consumer. Measured on an H100 (docs/kernel_notes.md, v19d, v22a). Three consumers and the
-# loader's warpgroup hold 65536 registers at 160 per consumer thread; at D64 they measured 5-16%
-# faster than two without a causal mask (v22a).
+# rows per consumer. Measured on an H100 (docs/kernel_notes.md, v19d, v22a, session 26). Three
+# consumers and the loader's warpgroup hold 65536 registers at 160 per consumer thread; at D64
+# they measured 5-16% faster than two without a causal mask (v22a), and ping-pong 1-7% faster
+# than none (session 26; at D128 -3.5% to +1.2%).
 HOPPER_CONFIGS = {64: (128, 2, 160, 3, True), 128: (128, 2, 240, 2, False)}
 # Least query rows (not causal, causal) per (head dim, fix on) from which this kernel measured
 # faster than the Triton forward on an H100: D128 from one full tile (v19d); D64 (v22a, three
