@@ -12,8 +12,8 @@ mbarriers (one arrival per consumer). The warp schedulers run one consumer's sof
 another's matrix products, which a single partition (v19a) cannot; a third consumer gives each
 scheduler one more warp to issue from while the others wait (the D64 softmax is long against
 its matrix products). At D64 the consumers also take turns issuing their products
-(``_take_turn``, FlashAttention-3's ping-pong), which measured 1-7% faster there and up to 3.5%
-slower at D128 (docs/kernel_notes.md, session 26).
+(``_take_turn``, FlashAttention-3's ping-pong), which measured up to 7% faster there and up to
+3.6% slower at D128 (docs/kernel_notes.md, session 26).
 
 Covers: dense ``(B, S, H, D)`` bf16/fp16, head dim 64 or 128, causal (bottom-right aligned) or
 not, GQA, the fix on or off, where ``_common.tma_ready`` holds; ``covers`` routes the subset
@@ -360,7 +360,7 @@ def _fwd_ws_kernel(
 # rows per consumer. Measured on an H100 (docs/kernel_notes.md, v19d, v22a, session 26). Three
 # consumers and the loader's warpgroup hold 65536 registers at 160 per consumer thread; at D64
 # they measured 5-16% faster than two without a causal mask (v22a), and ping-pong 1-7% faster
-# than none (session 26; at D128 -3.5% to +1.2%).
+# than none (session 26; at D128 -3.6% to +1.2%).
 HOPPER_CONFIGS = {64: (128, 2, 160, 3, True), 128: (128, 2, 240, 2, False)}
 # Least query rows (not causal, causal) per (head dim, fix on) from which this kernel measured
 # faster than the Triton forward on an H100: D128 from one full tile (v19d); D64 (v22a, three
