@@ -359,7 +359,7 @@ def _fwd_ws_kernel(
 # (BLOCK_N, STAGES, consumer registers, consumers, ping-pong) per head dim: query tiles of 64
 # rows per consumer. Measured on an H100 (docs/kernel_notes.md, v19d, v22a, session 26). Three
 # consumers and the loader's warpgroup hold 65536 registers at 160 per consumer thread; at D64
-# they measured 5-16% faster than two without a causal mask (v22a), and ping-pong 1-7% faster
+# they measured 5-16% faster than two without a causal mask (v22a), and ping-pong up to 7% faster
 # than none (session 26; at D128 -3.6% to +1.2%).
 HOPPER_CONFIGS = {64: (128, 2, 160, 3, True), 128: (128, 2, 240, 2, False)}
 # Least query rows (not causal, causal) per (head dim, fix on) from which this kernel measured
