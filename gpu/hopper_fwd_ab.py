@@ -58,6 +58,17 @@ def equal_check(base, label, q, k, v, causal, params):
 LONG_CASE = (1, 8192, 8192, 2, 2, 64, torch.bfloat16, True)
 
 
+def sink_inputs(batch, sq, sk, hq, hk, d, dtype, seed):
+    """``inputs`` with an attention sink: every query gets a shared direction ``a`` and key 0 is
+    ``a``, so key 0 scores about 8 above the mean (others spread with std about 1.4) and most
+    rows' maximum sits in the first key tile, as in trained models' attention."""
+    q, k, v = inputs(batch, sq, sk, hq, hk, d, dtype, seed)
+    a = torch.randn(d, device=q.device, generator=torch.Generator(device="cuda").manual_seed(seed))
+    q = (q.float() + a).to(dtype)
+    k[:, 0] = a.to(dtype)
+    return q, k, v
+
+
 def checks(base) -> list[dict]:
     out = []
     for batch, sq, sk, hq, hk, d, dtype, causal in CASES[:-1] + [LONG_CASE]:
@@ -69,12 +80,17 @@ def checks(base) -> list[dict]:
     for d in (64, 128):
         q, k, v = (t.cuda() for t in near_tie_inputs(d, 512, 4096, seed=d))
         out.append(equal_check(base, f"tied d{d}", q, k, v, False, shift_params(q.dtype)))
+    for hk in (32, 4):
+        q, k, v = sink_inputs(1, 4096, 4096, 32, hk, 64, torch.bfloat16, seed=hk)
+        for causal in (False, True):
+            out.append(equal_check(base, f"sink d64 32/{hk}", q, k, v, causal,
+                                   shift_params(q.dtype)))
     return out
 
 
-def timing(base, shape, rounds):
+def timing(base, shape, rounds, make_inputs=inputs):
     batch, s, hq, hk, d, causal, stabilize = shape
-    q, k, v = inputs(batch, s, s, hq, hk, d, torch.bfloat16, seed=1)
+    q, k, v = make_inputs(batch, s, s, hq, hk, d, torch.bfloat16, seed=1)
     params = shift_params(torch.bfloat16, stabilize=stabilize)
     fns = {"triton": lambda: triton_call(q, k, v, causal, params),
            "base": lambda: call(base, q, k, v, causal, params),
@@ -90,6 +106,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--head-dims", type=int, nargs="+", default=[64, 128])
     ap.add_argument("--seqlens", type=int, nargs="+", default=[4096, 8192, 2048])
+    ap.add_argument("--inputs", choices=("random", "sink"), default="random",
+                    help="timing inputs: random normal, or with an attention sink at key 0")
     args = ap.parse_args()
     t0 = time.time()
     base = load_base(args.base)
@@ -102,8 +120,10 @@ def main() -> None:
               for s in args.seqlens for d in args.head_dims
               for h_kv in ((16, 2) if d == 128 else (32, 4))
               for causal in (False, True) for stabilize in (True, False)]
-    time_within_budget(shapes, lambda shape: timing(base, shape, args.rounds), result,
-                       args.out, args.budget_s, t0, ("shape", "triton_config", "tflops"))
+    make_inputs = sink_inputs if args.inputs == "sink" else inputs
+    result["inputs"] = args.inputs
+    time_within_budget(shapes, lambda shape: timing(base, shape, args.rounds, make_inputs),
+                       result, args.out, args.budget_s, t0, ("shape", "triton_config", "tflops"))
     sys.exit(0 if all(c["ok"] for c in result["checks"]) else 1)
 
 
