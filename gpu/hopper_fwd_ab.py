@@ -5,9 +5,10 @@ and timed, beside the Triton forward (H100/H200).
 Run: ``PYTHONPATH=$PWD python gpu/hopper_fwd_ab.py --base old_flash_fwd_hopper.py --out r.json``
 (``git show REV:kernels/flash_fwd_hopper.py > old_flash_fwd_hopper.py`` makes the base).
 Checks: output and lse of both versions equal (``torch.equal``) on random inputs (odd lengths,
-GQA, ``Sq != Sk``, both dtypes, fix on and off) and on rows tied across key tiles. Timing: as
-``hopper_fwd_check``'s (``interleaved_medians``, 16384 tokens per batch), each version at its
-own ``HOPPER_CONFIGS`` entry; ``triton_config`` names the tile config the Triton forward ran.
+GQA, ``Sq != Sk``, both dtypes, fix on and off), on rows tied across key tiles and with an
+attention sink (``sink_inputs``). Timing: as ``hopper_fwd_check``'s (``interleaved_medians``,
+16384 tokens per batch), each version at its own ``HOPPER_CONFIGS`` entry, on random inputs or
+(``--inputs sink``) with a sink; ``triton_config`` names the tile config the Triton forward ran.
 """
 
 from __future__ import annotations

@@ -79,20 +79,6 @@ def _tie_gap(m1, tied, beta, min_gap, max_gap):
 
 
 @gluon.jit
-def _tie_state(s, m1, m1_new, tied, shift_new, qk_scale, beta, tie_window, min_gap, max_gap):
-    """The tie count of ``flash_fwd._fwd_tiles`` on raw scores ``s`` (BLOCK_M, BLOCK_N):
-    ``(tied, shift)`` after this tile, ``shift_new`` the shift without the gap."""
-    floor = m1_new - tie_window
-    lows = gl.expand_dims(floor * (1.0 / qk_scale), 1)
-    s_b, lows = gl.broadcast(s, lows)
-    near = gl.sum(_at_least(s_b, lows).to(gl.int32, bitcast=True), 1)
-    near += _at_least(m1, floor).to(gl.int32, bitcast=True)
-    near += gl.where(tied & (m1 == m1_new), ONE_BITS, 0)
-    tied = (near != 0) & (near != ONE_BITS)
-    return tied, shift_new + _tie_gap(m1_new, tied, beta, min_gap, max_gap)
-
-
-@gluon.jit
 def _softmax(s, m1, tied, shift, l_i, start_n, start_m, seqlen_k, diag, qk_scale, beta,
              tie_window, min_gap, max_gap, s_layout: gl.constexpr, MASKED: gl.constexpr,
              CAUSAL: gl.constexpr, STABILIZE: gl.constexpr, BLOCK_M: gl.constexpr,
@@ -107,22 +93,17 @@ def _softmax(s, m1, tied, shift, l_i, start_n, start_m, seqlen_k, diag, qk_scale
             rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
             ok = ok & (gl.expand_dims(cols, 0) <= gl.expand_dims(rows + diag, 1))
         s = gl.where(ok, s, float("-inf"))
-    tile_max = gl.max(s, 1)
-    m1_new = gl.maximum(m1, tile_max * qk_scale)
+    m1_new = gl.maximum(m1, gl.max(s, 1) * qk_scale)
     shift_new = gl.where(m1_new > float("-inf"), m1_new, 0.0)
     if STABILIZE:
-        if MASKED:
-            tied, shift_new = _tie_state(s, m1, m1_new, tied, shift_new, qk_scale, beta,
-                                         tie_window, min_gap, max_gap)
-        else:
-            # No row's tile maximum reaches its old window (the count's own compare): the
-            # count would add nothing, so no row's maximum, tie state or shift changes.
-            reach = tile_max >= (m1 - tie_window) * (1.0 / qk_scale)
-            if gl.max(reach.to(gl.int32), 0) > 0:
-                tied, shift_new = _tie_state(s, m1, m1_new, tied, shift_new, qk_scale, beta,
-                                             tie_window, min_gap, max_gap)
-            else:
-                shift_new = shift
+        floor = m1_new - tie_window
+        lows = gl.expand_dims(floor * (1.0 / qk_scale), 1)
+        s_b, lows = gl.broadcast(s, lows)
+        near = gl.sum(_at_least(s_b, lows).to(gl.int32, bitcast=True), 1)
+        near += _at_least(m1, floor).to(gl.int32, bitcast=True)
+        near += gl.where(tied & (m1 == m1_new), ONE_BITS, 0)
+        tied = (near != 0) & (near != ONE_BITS)
+        shift_new += _tie_gap(m1_new, tied, beta, min_gap, max_gap)
     alpha = gl.where(m1 > float("-inf"), gl.exp2(shift - shift_new), 1.0)
     p = gl.exp2(s * qk_scale - gl.expand_dims(shift_new, 1))
     l_i = l_i * alpha + gl.sum(p, 1)
