@@ -4,14 +4,15 @@ inputs, from the CUDA profiler (no host time). Shapes as ``benchmarks/tune_kerne
 (bf16, seqlen 4096, 16k tokens, hidden 2048). Our kernels run their tables' first entries
 (``HF_STABLE_ATTN_AUTOTUNE=0``), which the tuning runs ranked first or within 2% of first here.
 
-Run: ``PYTHONPATH=$PWD python gpu/kernel_split.py OUT.json`` (GPU only).
+Run: ``PYTHONPATH=$PWD python gpu/kernel_split.py OUT.json [--seqlen S --cases D:causal:group
+...]`` (GPU only; ``--cases 64:0:1 64:0:8``: head dim 64, no causal mask, MHA and GQA 8:1).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
-import sys
 from dataclasses import asdict
 
 os.environ.setdefault("HF_STABLE_ATTN_AUTOTUNE", "0")
@@ -21,6 +22,7 @@ import torch.nn.functional as F  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
 import hf_stable_attn  # noqa: E402
+from benchmarks.bench_attention import Shape  # noqa: E402
 from benchmarks.tune_kernel import default_shapes, make_inputs  # noqa: E402
 from gpu.profile_e2e import cuda_ms_by_name  # noqa: E402
 
@@ -46,9 +48,22 @@ def kernel_ms(step, leaves) -> dict[str, float]:
     return cuda_ms_by_name(prof.events(), STEPS)
 
 
-def main(out_path: str) -> None:
+def shapes(seqlen: int, cases: list[str] | None) -> list[Shape]:
+    """``tune_kernel``'s default shapes, or ``cases`` ("D:causal:group") at ``seqlen`` with 16k
+    tokens and hidden size 2048."""
+    if not cases:
+        return default_shapes(16384, 2048)
+    out = []
+    for case in cases:
+        d, causal, group = (int(x) for x in case.split(":"))
+        out.append(Shape("bf16", seqlen, 16384 // seqlen, 2048 // d, 2048 // d // group, d,
+                         bool(causal)))
+    return out
+
+
+def main(out_path: str, seqlen: int = 4096, cases: list[str] | None = None) -> None:
     records = []
-    for shape in default_shapes(16384, 2048):
+    for shape in shapes(seqlen, cases):
         q, k, v, dout = make_inputs(shape)
         for t in (q, k, v):
             t.requires_grad_()
@@ -88,4 +103,9 @@ def main(out_path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out")
+    ap.add_argument("--seqlen", type=int, default=4096)
+    ap.add_argument("--cases", nargs="+", help="D:causal:group (default: tune_kernel's shapes)")
+    args = ap.parse_args()
+    main(args.out, args.seqlen, args.cases)
