@@ -1,6 +1,7 @@
 """The Gluon dK/dV kernel (``kernels/flash_bwd_hopper.py``) against an older copy of that file
 (``--base``), bit for bit and timed, the package's kernel both with one program per work item
-and on a persistent grid (one program per SM; H100/H200).
+and on a persistent grid (one program per SM), the latter also with 248 registers per consumer
+thread instead of the table's (H100/H200).
 
 Run: ``PYTHONPATH=$PWD python gpu/dkdv_persistent_ab.py --base old_flash_bwd_hopper.py
 --out r.json`` (``git show REV:kernels/flash_bwd_hopper.py > old_flash_bwd_hopper.py``).
@@ -58,8 +59,10 @@ def variants(base, q, k, v, dout, lse, delta, splits, causal):
             return dk, dv
         return call
 
+    stages, _, tile_m = flash_bwd_hopper.HOPPER_CONFIGS[q.shape[-1]]
     return {"base": run(base), "per_item": run(flash_bwd_hopper, programs=None),
-            "persistent": run(flash_bwd_hopper, programs=sms)}
+            "persistent": run(flash_bwd_hopper, programs=sms),
+            "persistent_248": run(flash_bwd_hopper, programs=sms, config=(stages, 248, tile_m))}
 
 
 def measure(base, rounds, shape):

@@ -74,12 +74,13 @@ def _loader(Q, K, V, DO, LSE, DELTA, DK, DV, k_smem, v_smem, q_smem, do_smem, kv
             stride_split_dk, stride_split_dv, stride_lb, stride_lh, seqlen_q, seqlen_k,
             num_heads_k, group, splits, n_tiles, n_items, qk_scale, softmax_scale):
     """The load partition: per work item, each consumer's half of K and V into the item's K/V
-    buffer (two alternate, so the next item's load waits only for the one before the current),
-    then for each query head of the item the Q and dO tiles from its first row on, each ring
+    buffer (with two, alternating, the next item's K and V load while the consumers finish the
+    current one), then for each query head of the item the Q and dO tiles from its first row on, each ring
     slot once both consumers released it."""
     TILE_M: gl.constexpr = q_smem.shape[1]
     HEAD_DIM: gl.constexpr = q_smem.shape[2]
     CAUSAL: gl.constexpr = kv_empty.shape[0] == 3
+    KV_BUFFERS: gl.constexpr = k_smem.shape[0] // 2
     t = 0
     i = 0
     for item in range(gl.program_id(0), n_items, gl.num_programs(0)):
@@ -90,8 +91,8 @@ def _loader(Q, K, V, DO, LSE, DELTA, DK, DV, k_smem, v_smem, q_smem, do_smem, kv
         v_desc = tma.make_tensor_descriptor(V + b64 * stride_vb + hk * stride_vh,
                                             [seqlen_k, HEAD_DIM], [stride_vs, 1], [64, HEAD_DIM],
                                             v_smem.layout)
-        buf = i % 2
-        mbarrier.wait(kv_empty.index(buf), ((i // 2) & 1) ^ 1)
+        buf = i % KV_BUFFERS
+        mbarrier.wait(kv_empty.index(buf), ((i // KV_BUFFERS) & 1) ^ 1)
         for wg in gl.static_range(2):
             mbarrier.expect(kv_full.index(2 * buf + wg), 2 * k_desc.block_type.nbytes)
             tma_load(k_desc, [start_n + wg * 64, 0], kv_full.index(2 * buf + wg),
@@ -170,6 +171,7 @@ def _consume(WG: gl.constexpr, Q, K, V, DO, LSE, DELTA, DK, DV, k_smem, v_smem, 
     TILE_M: gl.constexpr = q_smem.shape[1]
     HEAD_DIM: gl.constexpr = q_smem.shape[2]
     CAUSAL: gl.constexpr = kv_empty.shape[0] == 3
+    KV_BUFFERS: gl.constexpr = k_smem.shape[0] // 2
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, TILE_M, 16])
     kv_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -192,15 +194,17 @@ def _consume(WG: gl.constexpr, Q, K, V, DO, LSE, DELTA, DK, DV, k_smem, v_smem, 
         if CAUSAL:
             mine = gl.minimum((gl.maximum(n0 - diag, 0) // TILE_M) * TILE_M, seqlen_q)
             full_lo = gl.cdiv(gl.maximum(n0 + 63 - diag, 0), TILE_M) * TILE_M
-        buf = i % 2
+        buf = i % KV_BUFFERS
         k = k_smem.index(2 * buf + WG)
         v = v_smem.index(2 * buf + WG)
         dk = gl.zeros([64, HEAD_DIM], gl.float32, layout=kv_layout)
         dv = gl.zeros([64, HEAD_DIM], gl.float32, layout=kv_layout)
-        mbarrier.wait(kv_full.index(2 * buf + WG), (i // 2) & 1)
+        lse_item = LSE + b64 * stride_lb + h0 * stride_lh
+        delta_item = DELTA + b64 * stride_lb + h0 * stride_lh
+        mbarrier.wait(kv_full.index(2 * buf + WG), (i // KV_BUFFERS) & 1)
         for g in range(group // splits):
-            lse_h = LSE + b64 * stride_lb + (h0 + g) * stride_lh
-            delta_h = DELTA + b64 * stride_lb + (h0 + g) * stride_lh
+            lse_h = lse_item + g * stride_lh
+            delta_h = delta_item + g * stride_lh
             for m in range(lo, mine, TILE_M):  # released unread
                 release_slot(t, STAGES, q_full, q_empty, do_full, do_empty)
                 t += 1
@@ -211,7 +215,9 @@ def _consume(WG: gl.constexpr, Q, K, V, DO, LSE, DELTA, DK, DV, k_smem, v_smem, 
                 t += 1
         mbarrier.arrive(kv_empty.index(buf), count=1)
 
-        rows = n0 + gl.arange(0, 64, layout=gl.SliceLayout(1, kv_layout))
+        # The item's coordinates again rather than kept in registers through the steps.
+        start_n, b64, hk, h0, split = _item(item, n_tiles, splits, num_heads_k, group)
+        rows = start_n + WG * 64 + gl.arange(0, 64, layout=gl.SliceLayout(1, kv_layout))
         cols = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, kv_layout))
         ok = gl.expand_dims(rows < seqlen_k, 1) & gl.expand_dims(cols < HEAD_DIM, 0)
         rows64 = gl.expand_dims(rows.to(gl.int64), 1)
@@ -268,23 +274,23 @@ def _dkdv_ws_kernel(
     seqlen_q, seqlen_k, num_heads_k, group, splits, n_tiles, n_items,
     qk_scale, softmax_scale,
     CAUSAL: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, TILE_M: gl.constexpr,
-    CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr,
+    CONSUMER_REGS: gl.constexpr, KV_BUFFERS: gl.constexpr, num_warps: gl.constexpr,
 ):
     """Work items ``program_id, program_id + num_programs, ...`` of the ``n_items`` (key tile,
     batch, KV head, split): one per program, or a persistent grid's share."""
     dtype: gl.constexpr = Q.dtype.element_ty
     tile_shared: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, HEAD_DIM], dtype)
     q_shared: gl.constexpr = gl.NVMMASharedLayout.get_default_for([TILE_M, HEAD_DIM], dtype)
-    # Two K/V buffers (index 2 buffer + consumer): the next item's K and V load while the
-    # consumers finish the current one.
-    k_smem = gl.allocate_shared_memory(dtype, [4, 64, HEAD_DIM], tile_shared)
-    v_smem = gl.allocate_shared_memory(dtype, [4, 64, HEAD_DIM], tile_shared)
+    # KV_BUFFERS K/V buffers (index 2 buffer + consumer): with two, the next item's K and V
+    # load while the consumers finish the current one.
+    k_smem = gl.allocate_shared_memory(dtype, [2 * KV_BUFFERS, 64, HEAD_DIM], tile_shared)
+    v_smem = gl.allocate_shared_memory(dtype, [2 * KV_BUFFERS, 64, HEAD_DIM], tile_shared)
     q_smem = gl.allocate_shared_memory(dtype, [STAGES, TILE_M, HEAD_DIM], q_shared)
     do_smem = gl.allocate_shared_memory(dtype, [STAGES, TILE_M, HEAD_DIM], q_shared)
-    kv_full = flag_barriers(4)
+    kv_full = flag_barriers(2 * KV_BUFFERS)
     # One arrival per consumer frees a K/V buffer. The partitions read CAUSAL from its length
     # (2 + CAUSAL; the third is unused): warp_specialize passes its arguments as run-time values.
-    N_KV_EMPTY: gl.constexpr = 3 if CAUSAL else 2
+    N_KV_EMPTY: gl.constexpr = 3 if CAUSAL else 2  # KV_BUFFERS of them used
     kv_empty = flag_barriers(N_KV_EMPTY, ARRIVALS=2)
     q_full, q_empty, do_full, do_empty = ring_barriers(STAGES)
 
@@ -345,7 +351,7 @@ def dkdv_hopper(q, k, v, dout, lse, delta, dk_out, dv_out, *, softmax_scale, cau
     each group. ``lse`` the forward's, ``delta`` = rowsum(dO * O), both fp32 (B, Hq, Sq).
     ``config`` (STAGES, consumer registers, query rows per step) overrides the table.
     ``programs``: at most this many programs, each looping over its share of the work items
-    (a persistent grid: the SMs' count); None, one program per item."""
+    (a persistent grid: the SMs' count) with two K/V buffers; None, one program per item."""
     batch, sq, hq, head_dim = q.shape
     sk, hk = k.shape[1], k.shape[2]
     splits = dk_out.shape[0]
@@ -366,7 +372,8 @@ def dkdv_hopper(q, k, v, dout, lse, delta, dk_out, dv_out, *, softmax_scale, cau
         sq, sk, hk, hq // hk, splits, n_tiles, n_items,
         float(softmax_scale * LOG2E), float(softmax_scale),
         CAUSAL=bool(causal), HEAD_DIM=head_dim, STAGES=stages, TILE_M=tile_m,
-        CONSUMER_REGS=regs, num_warps=4, **COMPILE_OPTIONS,
+        CONSUMER_REGS=regs, KV_BUFFERS=1 if programs is None else 2, num_warps=4,
+        **COMPILE_OPTIONS,
     )
 
 
