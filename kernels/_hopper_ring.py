@@ -56,12 +56,11 @@ def key_tiles(start_m, diag, seqlen_k, BLOCK_N: gl.constexpr, CAUSAL: gl.constex
 
 
 @gluon.jit
-def flag_barriers(COUNT: gl.constexpr, ARRIVALS: gl.constexpr = 1):
-    """``COUNT`` mbarriers of ``ARRIVALS`` arrivals each, initialized (one: the loader's
-    one-time loads)."""
+def flag_barriers(COUNT: gl.constexpr):
+    """``COUNT`` one-arrival mbarriers, initialized (the loader's one-time loads)."""
     bars = gl.allocate_shared_memory(gl.int64, [COUNT, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(COUNT):
-        mbarrier.init(bars.index(i), count=ARRIVALS)
+        mbarrier.init(bars.index(i), count=1)
     return bars
 
 

@@ -410,11 +410,8 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
         dk_out, dv_out = dk.unsqueeze(0), dv.unsqueeze(0)
     if gluon_dkdv:
         with on_device_of(q):
-            flash_bwd_hopper.dkdv_hopper(
-                q, k, v, dout, lse, delta, dk_out, dv_out, softmax_scale=softmax_scale,
-                causal=causal,
-                programs=(sm_count(q.device) if flash_bwd_hopper.PERSISTENT[bool(causal)]
-                          else None))
+            flash_bwd_hopper.dkdv_hopper(q, k, v, dout, lse, delta, dk_out, dv_out,
+                                         softmax_scale=softmax_scale, causal=causal)
         _dkdv_launch.last = flash_bwd_hopper.tile_record(head_dim)
     else:
         dkdv_args = (q, k, v, dout, lse, delta, dk_out, dv_out, cu_q, cu_k, kpm, *qkv,

@@ -43,75 +43,28 @@ BLOCK_N = 128  # keys per program: 64 per consumer
 
 
 @gluon.jit
-def _item(item, n_tiles, splits, num_heads_k, group):
-    """Work item ``item`` of the dK/dV kernel, key tiles fastest (the order of the grid (key
-    tiles, B * Hk * splits) it had before it looped): ``(start_n, batch (int64), KV head,
-    first query head, split)``."""
-    start_n = (item % n_tiles) * 128
-    column = item // n_tiles
-    split = column % splits
-    bh = column // splits
-    hk = bh % num_heads_k
-    return start_n, (bh // num_heads_k).to(gl.int64), hk, hk * group + split * (group // splits), split
-
-
-@gluon.jit
-def _first_row(start_n, seqlen_q, seqlen_k, TILE_M: gl.constexpr, CAUSAL: gl.constexpr):
-    """The first query row whose tile sees key ``start_n``: 0, or with CAUSAL (bottom-right
-    aligned) down to a tile edge."""
-    lo = 0
-    if CAUSAL:
-        lo = gl.minimum((gl.maximum(start_n - (seqlen_k - seqlen_q), 0) // TILE_M) * TILE_M,
-                        seqlen_q)
-    return lo
-
-
-@gluon.jit
-def _loader(Q, K, V, DO, LSE, DELTA, DK, DV, k_smem, v_smem, q_smem, do_smem, kv_full, kv_empty,
-            q_full, q_empty, do_full, do_empty, stride_qb, stride_qs, stride_qh, stride_kb,
-            stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, stride_db, stride_ds,
-            stride_dh, stride_dkb, stride_dks, stride_dkh, stride_dvb, stride_dvs, stride_dvh,
-            stride_split_dk, stride_split_dv, stride_lb, stride_lh, seqlen_q, seqlen_k,
-            num_heads_k, group, splits, n_tiles, n_items, qk_scale, softmax_scale):
-    """The load partition: per work item, each consumer's half of K and V into the item's K/V
-    buffer (with two, alternating, the next item's K and V load while the consumers finish the
-    current one), then for each query head of the item the Q and dO tiles from its first row on, each ring
-    slot once both consumers released it."""
+def _loader(k_desc, v_desc, q_base, do_base, lse_base, delta_base, dk_base, dv_base, k_smem,
+            v_smem, q_smem, do_smem, kv_bars, q_full, q_empty, do_full, do_empty, heads,
+            stride_qs, stride_qh, stride_ds, stride_dh, stride_lh, stride_dks, stride_dvs,
+            start_n, seqlen_q, seqlen_k, lo, qk_scale, softmax_scale):
+    """The load partition: each consumer's half of K and V, then for each query head of the
+    program, the Q and dO tiles from row ``lo`` on, each slot once both consumers released it."""
     TILE_M: gl.constexpr = q_smem.shape[1]
     HEAD_DIM: gl.constexpr = q_smem.shape[2]
-    CAUSAL: gl.constexpr = kv_empty.shape[0] == 3
-    KV_BUFFERS: gl.constexpr = k_smem.shape[0] // 2
+    for wg in gl.static_range(2):
+        mbarrier.expect(kv_bars.index(wg), 2 * k_desc.block_type.nbytes)
+        tma_load(k_desc, [start_n + wg * 64, 0], kv_bars.index(wg), k_smem.index(wg))
+        tma_load(v_desc, [start_n + wg * 64, 0], kv_bars.index(wg), v_smem.index(wg))
     t = 0
-    i = 0
-    for item in range(gl.program_id(0), n_items, gl.num_programs(0)):
-        start_n, b64, hk, h0, split = _item(item, n_tiles, splits, num_heads_k, group)
-        k_desc = tma.make_tensor_descriptor(K + b64 * stride_kb + hk * stride_kh,
-                                            [seqlen_k, HEAD_DIM], [stride_ks, 1], [64, HEAD_DIM],
-                                            k_smem.layout)
-        v_desc = tma.make_tensor_descriptor(V + b64 * stride_vb + hk * stride_vh,
-                                            [seqlen_k, HEAD_DIM], [stride_vs, 1], [64, HEAD_DIM],
-                                            v_smem.layout)
-        buf = i % KV_BUFFERS
-        mbarrier.wait(kv_empty.index(buf), ((i // KV_BUFFERS) & 1) ^ 1)
-        for wg in gl.static_range(2):
-            mbarrier.expect(kv_full.index(2 * buf + wg), 2 * k_desc.block_type.nbytes)
-            tma_load(k_desc, [start_n + wg * 64, 0], kv_full.index(2 * buf + wg),
-                     k_smem.index(2 * buf + wg))
-            tma_load(v_desc, [start_n + wg * 64, 0], kv_full.index(2 * buf + wg),
-                     v_smem.index(2 * buf + wg))
-        lo = _first_row(start_n, seqlen_q, seqlen_k, TILE_M, CAUSAL)
-        for g in range(group // splits):
-            q_desc = tma.make_tensor_descriptor(Q + b64 * stride_qb + (h0 + g) * stride_qh,
-                                                [seqlen_q, HEAD_DIM], [stride_qs, 1],
-                                                [TILE_M, HEAD_DIM], q_smem.layout)
-            do_desc = tma.make_tensor_descriptor(DO + b64 * stride_db + (h0 + g) * stride_dh,
-                                                 [seqlen_q, HEAD_DIM], [stride_ds, 1],
-                                                 [TILE_M, HEAD_DIM], do_smem.layout)
-            for m in range(lo, seqlen_q, TILE_M):
-                load_slot(t, m, q_desc, do_desc, q_smem, do_smem, q_full, q_empty, do_full,
-                          do_empty)
-                t += 1
-        i += 1
+    for g in range(heads):
+        q_desc = tma.make_tensor_descriptor(q_base + g * stride_qh, [seqlen_q, HEAD_DIM],
+                                            [stride_qs, 1], [TILE_M, HEAD_DIM], q_smem.layout)
+        do_desc = tma.make_tensor_descriptor(do_base + g * stride_dh, [seqlen_q, HEAD_DIM],
+                                             [stride_ds, 1], [TILE_M, HEAD_DIM], do_smem.layout)
+        for m in range(lo, seqlen_q, TILE_M):
+            load_slot(t, m, q_desc, do_desc, q_smem, do_smem, q_full, q_empty, do_full,
+                      do_empty)
+            t += 1
 
 
 @gluon.jit
@@ -156,108 +109,82 @@ def _step(t, m, dk, dv, k, v, q_smem, do_smem, q_full, q_empty, do_full, do_empt
 
 
 @gluon.jit
-def _consume(WG: gl.constexpr, Q, K, V, DO, LSE, DELTA, DK, DV, k_smem, v_smem, q_smem, do_smem,
-             kv_full, kv_empty, q_full, q_empty, do_full, do_empty, stride_qb, stride_qs,
-             stride_qh, stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh,
-             stride_db, stride_ds, stride_dh, stride_dkb, stride_dks, stride_dkh, stride_dvb,
-             stride_dvs, stride_dvh, stride_split_dk, stride_split_dv, stride_lb, stride_lh,
-             seqlen_q, seqlen_k, num_heads_k, group, splits, n_tiles, n_items, qk_scale,
-             softmax_scale):
-    """One consumer partition (4 warps): per work item, keys ``start_n + 64 WG`` onwards; it
-    hands the item's K/V buffer back before storing dK and dV. (The compile-time sizes come
-    from the buffers' shapes and CAUSAL from ``kv_empty``'s length, 2 + CAUSAL:
+def _consume(WG: gl.constexpr, k_desc, v_desc, q_base, do_base, lse_base, delta_base, dk_base,
+             dv_base, k_smem, v_smem, q_smem, do_smem, kv_bars, q_full, q_empty, do_full,
+             do_empty, heads, stride_qs, stride_qh, stride_ds, stride_dh, stride_lh,
+             stride_dks, stride_dvs, start_n, seqlen_q, seqlen_k, lo, qk_scale, softmax_scale):
+    """One consumer partition (4 warps): keys ``start_n + 64 WG`` onwards. (The compile-time
+    sizes come from the buffers' shapes and CAUSAL from ``kv_bars``' length, 2 + 2 CAUSAL:
     warp_specialize passes its arguments as run-time values.)"""
     STAGES: gl.constexpr = q_smem.shape[0]
     TILE_M: gl.constexpr = q_smem.shape[1]
     HEAD_DIM: gl.constexpr = q_smem.shape[2]
-    CAUSAL: gl.constexpr = kv_empty.shape[0] == 3
-    KV_BUFFERS: gl.constexpr = k_smem.shape[0] // 2
+    CAUSAL: gl.constexpr = kv_bars.shape[0] == 4
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, TILE_M, 16])
     kv_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16])
     op_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=kv_layout, k_width=2)
+    n0 = start_n + WG * 64
     diag = seqlen_k - seqlen_q
+    # Query rows from the loader's ``lo``: [lo, mine) only the other consumer's keys see
+    # (released unread), [mine, full_lo) cut by the diagonal, [full_lo, seqlen_q) see all 64
+    # keys (rows past the end have zero Q and dO and infinite lse: no mask needed).
+    mine = lo
+    full_lo = lo
+    if CAUSAL:
+        mine = gl.minimum((gl.maximum(n0 - diag, 0) // TILE_M) * TILE_M, seqlen_q)
+        full_lo = gl.cdiv(gl.maximum(n0 + 63 - diag, 0), TILE_M) * TILE_M
+    k = k_smem.index(WG)
+    v = v_smem.index(WG)
     zero_s = gl.zeros([64, TILE_M], gl.float32, layout=s_layout)
-    consts = (q_smem, do_smem, q_full, q_empty, do_full, do_empty)
+    dk = gl.zeros([64, HEAD_DIM], gl.float32, layout=kv_layout)
+    dv = gl.zeros([64, HEAD_DIM], gl.float32, layout=kv_layout)
+    consts = (k, v, q_smem, do_smem, q_full, q_empty, do_full, do_empty)
+    mbarrier.wait(kv_bars.index(WG), 0)
     t = 0
-    i = 0
-    for item in range(gl.program_id(0), n_items, gl.num_programs(0)):
-        start_n, b64, hk, h0, split = _item(item, n_tiles, splits, num_heads_k, group)
-        lo = _first_row(start_n, seqlen_q, seqlen_k, TILE_M, CAUSAL)
-        n0 = start_n + WG * 64
-        # Query rows from the loader's ``lo``: [lo, mine) only the other consumer's keys see
-        # (released unread), [mine, full_lo) cut by the diagonal, [full_lo, seqlen_q) see all
-        # 64 keys (rows past the end have zero Q and dO and infinite lse: no mask needed).
-        mine = lo
-        full_lo = lo
-        if CAUSAL:
-            mine = gl.minimum((gl.maximum(n0 - diag, 0) // TILE_M) * TILE_M, seqlen_q)
-            full_lo = gl.cdiv(gl.maximum(n0 + 63 - diag, 0), TILE_M) * TILE_M
-        buf = i % KV_BUFFERS
-        k = k_smem.index(2 * buf + WG)
-        v = v_smem.index(2 * buf + WG)
-        dk = gl.zeros([64, HEAD_DIM], gl.float32, layout=kv_layout)
-        dv = gl.zeros([64, HEAD_DIM], gl.float32, layout=kv_layout)
-        lse_item = LSE + b64 * stride_lb + h0 * stride_lh
-        delta_item = DELTA + b64 * stride_lb + h0 * stride_lh
-        mbarrier.wait(kv_full.index(2 * buf + WG), (i // KV_BUFFERS) & 1)
-        for g in range(group // splits):
-            lse_h = lse_item + g * stride_lh
-            delta_h = delta_item + g * stride_lh
-            for m in range(lo, mine, TILE_M):  # released unread
-                release_slot(t, STAGES, q_full, q_empty, do_full, do_empty)
-                t += 1
-            for m in range(mine, seqlen_q, TILE_M):
-                tile_diag = gl.where(m < full_lo, diag, seqlen_k)
-                dk, dv = _step(t, m, dk, dv, k, v, *consts, lse_h, delta_h, n0, seqlen_q,
-                               tile_diag, qk_scale, zero_s, s_layout, op_layout, CAUSAL)
-                t += 1
-        mbarrier.arrive(kv_empty.index(buf), count=1)
+    for g in range(heads):
+        lse_h = lse_base + g * stride_lh
+        delta_h = delta_base + g * stride_lh
+        for m in range(lo, mine, TILE_M):  # released unread
+            release_slot(t, STAGES, q_full, q_empty, do_full, do_empty)
+            t += 1
+        for m in range(mine, seqlen_q, TILE_M):
+            tile_diag = gl.where(m < full_lo, diag, seqlen_k)
+            dk, dv = _step(t, m, dk, dv, *consts, lse_h, delta_h, n0, seqlen_q, tile_diag,
+                           qk_scale, zero_s, s_layout, op_layout, CAUSAL)
+            t += 1
 
-        # The item's coordinates again rather than kept in registers through the steps.
-        start_n, b64, hk, h0, split = _item(item, n_tiles, splits, num_heads_k, group)
-        rows = start_n + WG * 64 + gl.arange(0, 64, layout=gl.SliceLayout(1, kv_layout))
-        cols = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, kv_layout))
-        ok = gl.expand_dims(rows < seqlen_k, 1) & gl.expand_dims(cols < HEAD_DIM, 0)
-        rows64 = gl.expand_dims(rows.to(gl.int64), 1)
-        dk_rows = DK + split * stride_split_dk + b64 * stride_dkb + hk * stride_dkh
-        dv_rows = DV + split * stride_split_dv + b64 * stride_dvb + hk * stride_dvh
-        gl.store(dk_rows + rows64 * stride_dks + gl.expand_dims(cols, 0),
-                 (dk * softmax_scale).to(DK.dtype.element_ty), mask=ok)
-        gl.store(dv_rows + rows64 * stride_dvs + gl.expand_dims(cols, 0),
-                 dv.to(DV.dtype.element_ty), mask=ok)
-        i += 1
+    rows = n0 + gl.arange(0, 64, layout=gl.SliceLayout(1, kv_layout))
+    cols = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, kv_layout))
+    ok = gl.expand_dims(rows < seqlen_k, 1) & gl.expand_dims(cols < HEAD_DIM, 0)
+    rows64 = gl.expand_dims(rows.to(gl.int64), 1)
+    gl.store(dk_base + rows64 * stride_dks + gl.expand_dims(cols, 0),
+             (dk * softmax_scale).to(dk_base.dtype.element_ty), mask=ok)
+    gl.store(dv_base + rows64 * stride_dvs + gl.expand_dims(cols, 0),
+             dv.to(dv_base.dtype.element_ty), mask=ok)
 
 
 @gluon.jit
-def _consumer0(Q, K, V, DO, LSE, DELTA, DK, DV, k_smem, v_smem, q_smem, do_smem, kv_full,
-               kv_empty, q_full, q_empty, do_full, do_empty, stride_qb, stride_qs, stride_qh,
-               stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, stride_db,
-               stride_ds, stride_dh, stride_dkb, stride_dks, stride_dkh, stride_dvb, stride_dvs,
-               stride_dvh, stride_split_dk, stride_split_dv, stride_lb, stride_lh, seqlen_q,
-               seqlen_k, num_heads_k, group, splits, n_tiles, n_items, qk_scale, softmax_scale):
-    _consume(0, Q, K, V, DO, LSE, DELTA, DK, DV, k_smem, v_smem, q_smem, do_smem, kv_full,
-             kv_empty, q_full, q_empty, do_full, do_empty, stride_qb, stride_qs, stride_qh,
-             stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, stride_db,
-             stride_ds, stride_dh, stride_dkb, stride_dks, stride_dkh, stride_dvb, stride_dvs,
-             stride_dvh, stride_split_dk, stride_split_dv, stride_lb, stride_lh, seqlen_q,
-             seqlen_k, num_heads_k, group, splits, n_tiles, n_items, qk_scale, softmax_scale)
+def _consumer0(k_desc, v_desc, q_base, do_base, lse_base, delta_base, dk_base, dv_base, k_smem,
+               v_smem, q_smem, do_smem, kv_bars, q_full, q_empty, do_full, do_empty, heads,
+               stride_qs, stride_qh, stride_ds, stride_dh, stride_lh, stride_dks, stride_dvs,
+               start_n, seqlen_q, seqlen_k, lo, qk_scale, softmax_scale):
+    _consume(0, k_desc, v_desc, q_base, do_base, lse_base, delta_base, dk_base, dv_base, k_smem,
+             v_smem, q_smem, do_smem, kv_bars, q_full, q_empty, do_full, do_empty, heads,
+             stride_qs, stride_qh, stride_ds, stride_dh, stride_lh, stride_dks, stride_dvs,
+             start_n, seqlen_q, seqlen_k, lo, qk_scale, softmax_scale)
 
 
 @gluon.jit
-def _consumer1(Q, K, V, DO, LSE, DELTA, DK, DV, k_smem, v_smem, q_smem, do_smem, kv_full,
-               kv_empty, q_full, q_empty, do_full, do_empty, stride_qb, stride_qs, stride_qh,
-               stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, stride_db,
-               stride_ds, stride_dh, stride_dkb, stride_dks, stride_dkh, stride_dvb, stride_dvs,
-               stride_dvh, stride_split_dk, stride_split_dv, stride_lb, stride_lh, seqlen_q,
-               seqlen_k, num_heads_k, group, splits, n_tiles, n_items, qk_scale, softmax_scale):
-    _consume(1, Q, K, V, DO, LSE, DELTA, DK, DV, k_smem, v_smem, q_smem, do_smem, kv_full,
-             kv_empty, q_full, q_empty, do_full, do_empty, stride_qb, stride_qs, stride_qh,
-             stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, stride_db,
-             stride_ds, stride_dh, stride_dkb, stride_dks, stride_dkh, stride_dvb, stride_dvs,
-             stride_dvh, stride_split_dk, stride_split_dv, stride_lb, stride_lh, seqlen_q,
-             seqlen_k, num_heads_k, group, splits, n_tiles, n_items, qk_scale, softmax_scale)
+def _consumer1(k_desc, v_desc, q_base, do_base, lse_base, delta_base, dk_base, dv_base, k_smem,
+               v_smem, q_smem, do_smem, kv_bars, q_full, q_empty, do_full, do_empty, heads,
+               stride_qs, stride_qh, stride_ds, stride_dh, stride_lh, stride_dks, stride_dvs,
+               start_n, seqlen_q, seqlen_k, lo, qk_scale, softmax_scale):
+    _consume(1, k_desc, v_desc, q_base, do_base, lse_base, delta_base, dk_base, dv_base, k_smem,
+             v_smem, q_smem, do_smem, kv_bars, q_full, q_empty, do_full, do_empty, heads,
+             stride_qs, stride_qh, stride_ds, stride_dh, stride_lh, stride_dks, stride_dvs,
+             start_n, seqlen_q, seqlen_k, lo, qk_scale, softmax_scale)
 
 
 @gluon.jit
@@ -271,35 +198,50 @@ def _dkdv_ws_kernel(
     stride_dvb, stride_dvs, stride_dvh,
     stride_split_dk, stride_split_dv,
     stride_lb, stride_lh,
-    seqlen_q, seqlen_k, num_heads_k, group, splits, n_tiles, n_items,
+    seqlen_q, seqlen_k, num_heads_k, group, splits,
     qk_scale, softmax_scale,
     CAUSAL: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, TILE_M: gl.constexpr,
-    CONSUMER_REGS: gl.constexpr, KV_BUFFERS: gl.constexpr, num_warps: gl.constexpr,
+    CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr,
 ):
-    """Work items ``program_id, program_id + num_programs, ...`` of the ``n_items`` (key tile,
-    batch, KV head, split): one per program, or a persistent grid's share."""
     dtype: gl.constexpr = Q.dtype.element_ty
     tile_shared: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, HEAD_DIM], dtype)
     q_shared: gl.constexpr = gl.NVMMASharedLayout.get_default_for([TILE_M, HEAD_DIM], dtype)
-    # KV_BUFFERS K/V buffers (index 2 buffer + consumer): with two, the next item's K and V
-    # load while the consumers finish the current one.
-    k_smem = gl.allocate_shared_memory(dtype, [2 * KV_BUFFERS, 64, HEAD_DIM], tile_shared)
-    v_smem = gl.allocate_shared_memory(dtype, [2 * KV_BUFFERS, 64, HEAD_DIM], tile_shared)
+    start_n = gl.program_id(0) * 128
+    split = gl.program_id(1) % splits  # this program's share of the group's query heads
+    bh = gl.program_id(1) // splits
+    b64 = (bh // num_heads_k).to(gl.int64)
+    hk = bh % num_heads_k
+    heads = group // splits
+    h0 = hk * group + split * heads
+    k_desc = tma.make_tensor_descriptor(K + b64 * stride_kb + hk * stride_kh, [seqlen_k, HEAD_DIM],
+                                        [stride_ks, 1], [64, HEAD_DIM], tile_shared)
+    v_desc = tma.make_tensor_descriptor(V + b64 * stride_vb + hk * stride_vh, [seqlen_k, HEAD_DIM],
+                                        [stride_vs, 1], [64, HEAD_DIM], tile_shared)
+    q_base = Q + b64 * stride_qb + h0 * stride_qh
+    do_base = DO + b64 * stride_db + h0 * stride_dh
+    lse_base = LSE + b64 * stride_lb + h0 * stride_lh
+    delta_base = DELTA + b64 * stride_lb + h0 * stride_lh
+    dk_base = DK + split * stride_split_dk + b64 * stride_dkb + hk * stride_dkh
+    dv_base = DV + split * stride_split_dv + b64 * stride_dvb + hk * stride_dvh
+    lo = 0
+    if CAUSAL:  # the first query row that sees key start_n, down to a tile edge
+        lo = gl.minimum((gl.maximum(start_n - (seqlen_k - seqlen_q), 0) // TILE_M) * TILE_M,
+                        seqlen_q)
+
+    k_smem = gl.allocate_shared_memory(dtype, [2, 64, HEAD_DIM], tile_shared)
+    v_smem = gl.allocate_shared_memory(dtype, [2, 64, HEAD_DIM], tile_shared)
     q_smem = gl.allocate_shared_memory(dtype, [STAGES, TILE_M, HEAD_DIM], q_shared)
     do_smem = gl.allocate_shared_memory(dtype, [STAGES, TILE_M, HEAD_DIM], q_shared)
-    kv_full = flag_barriers(2 * KV_BUFFERS)
-    # One arrival per consumer frees a K/V buffer. The partitions read CAUSAL from its length
-    # (2 + CAUSAL; the third is unused): warp_specialize passes its arguments as run-time values.
-    N_KV_EMPTY: gl.constexpr = 3 if CAUSAL else 2  # KV_BUFFERS of them used
-    kv_empty = flag_barriers(N_KV_EMPTY, ARRIVALS=2)
+    # The partitions read CAUSAL from kv_bars' length (2 + 2 CAUSAL): warp_specialize passes
+    # its arguments as run-time values.
+    N_KV_BARS: gl.constexpr = 4 if CAUSAL else 2
+    kv_bars = flag_barriers(N_KV_BARS)
     q_full, q_empty, do_full, do_empty = ring_barriers(STAGES)
 
-    args = (Q, K, V, DO, LSE, DELTA, DK, DV, k_smem, v_smem, q_smem, do_smem, kv_full, kv_empty,
-            q_full, q_empty, do_full, do_empty, stride_qb, stride_qs, stride_qh, stride_kb,
-            stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, stride_db, stride_ds,
-            stride_dh, stride_dkb, stride_dks, stride_dkh, stride_dvb, stride_dvs, stride_dvh,
-            stride_split_dk, stride_split_dv, stride_lb, stride_lh, seqlen_q, seqlen_k,
-            num_heads_k, group, splits, n_tiles, n_items, qk_scale, softmax_scale)
+    args = (k_desc, v_desc, q_base, do_base, lse_base, delta_base, dk_base, dv_base, k_smem,
+            v_smem, q_smem, do_smem, kv_bars, q_full, q_empty, do_full, do_empty, heads,
+            stride_qs, stride_qh, stride_ds, stride_dh, stride_lh, stride_dks, stride_dvs,
+            start_n, seqlen_q, seqlen_k, lo, qk_scale, softmax_scale)
     gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_loader, args)], [4, 1],
                        [CONSUMER_REGS, 24])
 
@@ -321,9 +263,6 @@ FASTER = {(128, False), (128, True), (64, False)}
 # gpu/route_check.py, docs/kernel_notes.md).
 PROGRAMS_PER_SM = {False: 1, True: 8}
 MOST_SPLITS = 4
-# Whether ``flash_bwd`` runs the dK/dV kernel on a persistent grid (one program per SM, each
-# looping over its share of the work items), by causal mask (docs/kernel_notes.md, v28a).
-PERSISTENT = {False: True, True: False}
 
 
 def routes(q, **features) -> tuple[bool, bool]:
@@ -345,20 +284,16 @@ def tile_record(head_dim: int) -> tuple[int, int, int, int, bool]:
 
 
 def dkdv_hopper(q, k, v, dout, lse, delta, dk_out, dv_out, *, softmax_scale, causal,
-                config=None, programs=None):
+                config=None):
     """dK and dV of dense q, dout (B, Sq, Hq, D), k, v (B, Sk, Hk, D) into ``dk_out``,
     ``dv_out`` (splits, B, Sk, Hk, D): split ``i`` sums its ``Hq / Hk / splits`` query heads of
     each group. ``lse`` the forward's, ``delta`` = rowsum(dO * O), both fp32 (B, Hq, Sq).
-    ``config`` (STAGES, consumer registers, query rows per step) overrides the table.
-    ``programs``: at most this many programs, each looping over its share of the work items
-    (a persistent grid: the SMs' count) with two K/V buffers; None, one program per item."""
+    ``config`` (STAGES, consumer registers, query rows per step) overrides the table."""
     batch, sq, hq, head_dim = q.shape
     sk, hk = k.shape[1], k.shape[2]
     splits = dk_out.shape[0]
     stages, regs, tile_m = config or HOPPER_CONFIGS[head_dim]
-    n_tiles = ceil_div(sk, BLOCK_N)
-    n_items = n_tiles * batch * hk * splits
-    grid = (n_items if programs is None else min(n_items, programs),)
+    grid = (ceil_div(sk, BLOCK_N), batch * hk * splits)
     _dkdv_ws_kernel[grid](
         q, k, v, dout, lse, delta, dk_out, dv_out,
         q.stride(0), q.stride(1), q.stride(2),
@@ -369,11 +304,10 @@ def dkdv_hopper(q, k, v, dout, lse, delta, dk_out, dv_out, *, softmax_scale, cau
         dv_out.stride(1), dv_out.stride(2), dv_out.stride(3),
         dk_out.stride(0), dv_out.stride(0),
         lse.stride(0), lse.stride(1),
-        sq, sk, hk, hq // hk, splits, n_tiles, n_items,
+        sq, sk, hk, hq // hk, splits,
         float(softmax_scale * LOG2E), float(softmax_scale),
         CAUSAL=bool(causal), HEAD_DIM=head_dim, STAGES=stages, TILE_M=tile_m,
-        CONSUMER_REGS=regs, KV_BUFFERS=1 if programs is None else 2, num_warps=4,
-        **COMPILE_OPTIONS,
+        CONSUMER_REGS=regs, num_warps=4, **COMPILE_OPTIONS,
     )
 
 

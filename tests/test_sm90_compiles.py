@@ -101,16 +101,15 @@ def test_the_gluon_forward_compiles(head_dim, stabilize, causal):
     assert compiled.metadata.num_warps == 4 * (consumers + 1)  # the consumers and the loader's
 
 
-@pytest.mark.parametrize("kv_buffers", [1, 2], ids=["per-item", "persistent"])
 @pytest.mark.parametrize("split", [False, True], ids=["bf16-dkdv", "fp32-partials"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("head_dim", sorted(flash_bwd_hopper.HOPPER_CONFIGS))
-def test_the_gluon_dkdv_compiles(head_dim, causal, split, kv_buffers):
+def test_the_gluon_dkdv_compiles(head_dim, causal, split):
     stages, regs, tile_m = flash_bwd_hopper.HOPPER_CONFIGS[head_dim]
     partials = {"DK": "*fp32", "DV": "*fp32"} if split else None
     compiled = compile_sm90(flash_bwd_hopper._dkdv_ws_kernel, dict(
         CAUSAL=causal, HEAD_DIM=head_dim, STAGES=stages, TILE_M=tile_m, CONSUMER_REGS=regs,
-        KV_BUFFERS=kv_buffers, num_warps=4), pointers=partials)
+        num_warps=4), pointers=partials)
     assert compiled.metadata.num_warps == 12
 
 

@@ -85,3 +85,30 @@ def test_a_window_or_head_dim_64_takes_the_triton_dkdv(head_dim, window_left):
     LAUNCHES["dkdv"].last = None
     flash_attn_bwd(dout, q, k, v, out, lse, **kw)
     assert LAUNCHES["dkdv"].last not in (None, flash_bwd_hopper.tile_record(head_dim))
+
+
+# Calls on the Gluon dK/dV's routes (``FASTER``), the GQA ones with the group split.
+ROUTED = [  # batch, S, Hq, Hk, D, causal
+    (2, 4096, 16, 2, 128, True),
+    (2, 4096, 16, 16, 128, False),
+    (2, 4096, 32, 4, 64, False),
+    (4, 2048, 32, 32, 64, False),
+]
+
+
+@pytest.mark.parametrize("case", ROUTED, ids=lambda c: f"s{c[1]}-h{c[2]}:{c[3]}-d{c[4]}"
+                         f"{'-causal' if c[5] else ''}")
+def test_the_gluon_dkdv_routes_are_deterministic(case):
+    """The backward promises bit-equal gradients from call to call (no atomics); the Gluon
+    kernel's loader and consumers hand shared memory over through mbarriers, so a wrong phase
+    would show here as a call that differs."""
+    batch, s, hq, hk, d, causal = case
+    assert (d, causal) in flash_bwd_hopper.FASTER
+    q, k, v, dout = _inputs(batch, s, s, hq, hk, d, torch.bfloat16, False, seed=s + d + hk)
+    kw = launch_kwargs(s, s, d, causal=causal)
+    out, lse = flash_attn_fwd(q, k, v, **kw, **fix_kwargs(shift_params(q.dtype)))
+    first = flash_attn_bwd(dout, q, k, v, out, lse, **kw)
+    assert LAUNCHES["dkdv"].last == flash_bwd_hopper.tile_record(d)
+    for _ in range(8):
+        again = flash_attn_bwd(dout, q, k, v, out, lse, **kw)
+        assert all(torch.equal(a, b) for a, b in zip(first, again))
