@@ -43,21 +43,14 @@ BLOCK_N = 128  # keys per program: 64 per consumer
 
 
 @gluon.jit
-def _loader(k_rows, v_rows, q_base, do_base, lse_base, delta_base, dk_base, dv_base, k_smem,
+def _loader(k_desc, v_desc, q_base, do_base, lse_base, delta_base, dk_base, dv_base, k_smem,
             v_smem, q_smem, do_smem, kv_bars, q_full, q_empty, do_full, do_empty, heads,
             stride_qs, stride_qh, stride_ds, stride_dh, stride_lh, stride_dks, stride_dvs,
-            stride_ks, stride_vs, start_n, seqlen_q, seqlen_k, lo, qk_scale, softmax_scale):
+            start_n, seqlen_q, seqlen_k, lo, qk_scale, softmax_scale):
     """The load partition: each consumer's half of K and V, then for each query head of the
-    program, the Q and dO tiles from row ``lo`` on, each slot once both consumers released it.
-    It makes the TMA descriptors it uses itself: a descriptor made on the device is safe to use
-    after its maker's acquire fence, which covers the making thread only (one made by the other
-    warps before ``warp_specialize`` gave other bits on repeated calls, session 28)."""
+    program, the Q and dO tiles from row ``lo`` on, each slot once both consumers released it."""
     TILE_M: gl.constexpr = q_smem.shape[1]
     HEAD_DIM: gl.constexpr = q_smem.shape[2]
-    k_desc = tma.make_tensor_descriptor(k_rows, [seqlen_k, HEAD_DIM], [stride_ks, 1],
-                                        [64, HEAD_DIM], k_smem.layout)
-    v_desc = tma.make_tensor_descriptor(v_rows, [seqlen_k, HEAD_DIM], [stride_vs, 1],
-                                        [64, HEAD_DIM], v_smem.layout)
     for wg in gl.static_range(2):
         mbarrier.expect(kv_bars.index(wg), 2 * k_desc.block_type.nbytes)
         tma_load(k_desc, [start_n + wg * 64, 0], kv_bars.index(wg), k_smem.index(wg))
@@ -116,11 +109,10 @@ def _step(t, m, dk, dv, k, v, q_smem, do_smem, q_full, q_empty, do_full, do_empt
 
 
 @gluon.jit
-def _consume(WG: gl.constexpr, k_rows, v_rows, q_base, do_base, lse_base, delta_base, dk_base,
+def _consume(WG: gl.constexpr, k_desc, v_desc, q_base, do_base, lse_base, delta_base, dk_base,
              dv_base, k_smem, v_smem, q_smem, do_smem, kv_bars, q_full, q_empty, do_full,
              do_empty, heads, stride_qs, stride_qh, stride_ds, stride_dh, stride_lh,
-             stride_dks, stride_dvs, stride_ks, stride_vs, start_n, seqlen_q, seqlen_k, lo,
-             qk_scale, softmax_scale):
+             stride_dks, stride_dvs, start_n, seqlen_q, seqlen_k, lo, qk_scale, softmax_scale):
     """One consumer partition (4 warps): keys ``start_n + 64 WG`` onwards. (The compile-time
     sizes come from the buffers' shapes and CAUSAL from ``kv_bars``' length, 2 + 2 CAUSAL:
     warp_specialize passes its arguments as run-time values.)"""
@@ -174,25 +166,25 @@ def _consume(WG: gl.constexpr, k_rows, v_rows, q_base, do_base, lse_base, delta_
 
 
 @gluon.jit
-def _consumer0(k_rows, v_rows, q_base, do_base, lse_base, delta_base, dk_base, dv_base, k_smem,
+def _consumer0(k_desc, v_desc, q_base, do_base, lse_base, delta_base, dk_base, dv_base, k_smem,
                v_smem, q_smem, do_smem, kv_bars, q_full, q_empty, do_full, do_empty, heads,
                stride_qs, stride_qh, stride_ds, stride_dh, stride_lh, stride_dks, stride_dvs,
-            stride_ks, stride_vs, start_n, seqlen_q, seqlen_k, lo, qk_scale, softmax_scale):
-    _consume(0, k_rows, v_rows, q_base, do_base, lse_base, delta_base, dk_base, dv_base, k_smem,
+               start_n, seqlen_q, seqlen_k, lo, qk_scale, softmax_scale):
+    _consume(0, k_desc, v_desc, q_base, do_base, lse_base, delta_base, dk_base, dv_base, k_smem,
              v_smem, q_smem, do_smem, kv_bars, q_full, q_empty, do_full, do_empty, heads,
              stride_qs, stride_qh, stride_ds, stride_dh, stride_lh, stride_dks, stride_dvs,
-            stride_ks, stride_vs, start_n, seqlen_q, seqlen_k, lo, qk_scale, softmax_scale)
+             start_n, seqlen_q, seqlen_k, lo, qk_scale, softmax_scale)
 
 
 @gluon.jit
-def _consumer1(k_rows, v_rows, q_base, do_base, lse_base, delta_base, dk_base, dv_base, k_smem,
+def _consumer1(k_desc, v_desc, q_base, do_base, lse_base, delta_base, dk_base, dv_base, k_smem,
                v_smem, q_smem, do_smem, kv_bars, q_full, q_empty, do_full, do_empty, heads,
                stride_qs, stride_qh, stride_ds, stride_dh, stride_lh, stride_dks, stride_dvs,
-            stride_ks, stride_vs, start_n, seqlen_q, seqlen_k, lo, qk_scale, softmax_scale):
-    _consume(1, k_rows, v_rows, q_base, do_base, lse_base, delta_base, dk_base, dv_base, k_smem,
+               start_n, seqlen_q, seqlen_k, lo, qk_scale, softmax_scale):
+    _consume(1, k_desc, v_desc, q_base, do_base, lse_base, delta_base, dk_base, dv_base, k_smem,
              v_smem, q_smem, do_smem, kv_bars, q_full, q_empty, do_full, do_empty, heads,
              stride_qs, stride_qh, stride_ds, stride_dh, stride_lh, stride_dks, stride_dvs,
-            stride_ks, stride_vs, start_n, seqlen_q, seqlen_k, lo, qk_scale, softmax_scale)
+             start_n, seqlen_q, seqlen_k, lo, qk_scale, softmax_scale)
 
 
 @gluon.jit
@@ -221,8 +213,10 @@ def _dkdv_ws_kernel(
     hk = bh % num_heads_k
     heads = group // splits
     h0 = hk * group + split * heads
-    k_rows = K + b64 * stride_kb + hk * stride_kh
-    v_rows = V + b64 * stride_vb + hk * stride_vh
+    k_desc = tma.make_tensor_descriptor(K + b64 * stride_kb + hk * stride_kh, [seqlen_k, HEAD_DIM],
+                                        [stride_ks, 1], [64, HEAD_DIM], tile_shared)
+    v_desc = tma.make_tensor_descriptor(V + b64 * stride_vb + hk * stride_vh, [seqlen_k, HEAD_DIM],
+                                        [stride_vs, 1], [64, HEAD_DIM], tile_shared)
     q_base = Q + b64 * stride_qb + h0 * stride_qh
     do_base = DO + b64 * stride_db + h0 * stride_dh
     lse_base = LSE + b64 * stride_lb + h0 * stride_lh
@@ -244,10 +238,10 @@ def _dkdv_ws_kernel(
     kv_bars = flag_barriers(N_KV_BARS)
     q_full, q_empty, do_full, do_empty = ring_barriers(STAGES)
 
-    args = (k_rows, v_rows, q_base, do_base, lse_base, delta_base, dk_base, dv_base, k_smem,
+    args = (k_desc, v_desc, q_base, do_base, lse_base, delta_base, dk_base, dv_base, k_smem,
             v_smem, q_smem, do_smem, kv_bars, q_full, q_empty, do_full, do_empty, heads,
             stride_qs, stride_qh, stride_ds, stride_dh, stride_lh, stride_dks, stride_dvs,
-            stride_ks, stride_vs, start_n, seqlen_q, seqlen_k, lo, qk_scale, softmax_scale)
+            start_n, seqlen_q, seqlen_k, lo, qk_scale, softmax_scale)
     gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_loader, args)], [4, 1],
                        [CONSUMER_REGS, 24])
 
