@@ -8,7 +8,9 @@ Run: ``PYTHONPATH=$PWD python gpu/dkdv_determinism.py --out r.json [--repeats 20
 Per shape (bf16, 16384 tokens, hidden 2048; ``S:D:group:causal``): the forward's lse, delta =
 rowsum(dO * O), ``flash_bwd``'s group split, then ``--repeats`` calls compared with the first
 (``torch.equal``): how many differ, the largest difference, and whether the pair is routed
-(``FASTER``). Timing: ``interleaved_medians`` of the kernel alone, 3 rounds.
+(``FASTER``). Timing: ``interleaved_medians`` of the kernel alone, 3 rounds. ``--splits`` and
+``--config`` (STAGES:REGS:TILE_M) override the group split and the table's config, to narrow down
+which part of a call a difference needs.
 """
 
 from __future__ import annotations
@@ -28,9 +30,10 @@ from hf_stable_attn.testing import fix_kwargs, launch_kwargs
 TOKENS, HIDDEN = 16384, 2048
 
 
-def kernel_calls(modules: dict, seqlen: int, d: int, group: int, causal: bool):
-    """name -> a call of that module's ``dkdv_hopper`` on one shape's inputs, returning (dK, dV)
-    partials; and the group split."""
+def kernel_calls(modules: dict, seqlen: int, d: int, group: int, causal: bool,
+                 splits: int | None = None, config: tuple | None = None):
+    """name -> a call of that module's ``dkdv_hopper`` on one shape's inputs (at ``config``),
+    returning (dK, dV) partials; and the group split (``flash_bwd``'s unless ``splits``)."""
     torch.manual_seed(seqlen + d + group)
     batch, hq = TOKENS // seqlen, HIDDEN // d
     hk = hq // group
@@ -43,9 +46,10 @@ def kernel_calls(modules: dict, seqlen: int, d: int, group: int, causal: bool):
                               **fix_kwargs(shift_params(torch.bfloat16)))
     delta = (dout.float() * out.float()).sum(-1).transpose(1, 2).contiguous()
     m = flash_bwd_hopper
-    splits = flash_bwd.group_splits(ceil_div(seqlen, m.BLOCK_N) * batch * hk, group,
-                                    flash_bwd.sm_count(q.device), m.PROGRAMS_PER_SM[causal],
-                                    m.MOST_SPLITS)
+    if splits is None:
+        splits = flash_bwd.group_splits(ceil_div(seqlen, m.BLOCK_N) * batch * hk, group,
+                                        flash_bwd.sm_count(q.device), m.PROGRAMS_PER_SM[causal],
+                                        m.MOST_SPLITS)
     dtype = torch.float32 if splits > 1 else k.dtype
 
     def call(module):
@@ -53,7 +57,7 @@ def kernel_calls(modules: dict, seqlen: int, d: int, group: int, causal: bool):
             dk, dv = (torch.empty((splits, *k.shape), device="cuda", dtype=dtype)
                       for _ in range(2))
             module.dkdv_hopper(q, k, v, dout, lse, delta, dk, dv, softmax_scale=d ** -0.5,
-                               causal=causal)
+                               causal=causal, config=config)
             return dk, dv
         return run
 
@@ -77,6 +81,8 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--base")
+    ap.add_argument("--splits", type=int)
+    ap.add_argument("--config", help="STAGES:REGS:TILE_M")
     ap.add_argument("--shapes", nargs="+", default=[
         "2048:64:8:1", "4096:64:8:1", "4096:64:1:1", "2048:128:8:1", "4096:128:8:1",
         "8192:128:8:1", "4096:128:1:1", "4096:128:1:0", "4096:64:1:0", "4096:64:8:0"])
@@ -87,8 +93,9 @@ def main() -> None:
     result = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, runs=[])
     for text in args.shapes:
         s, d, g, c = (int(x) for x in text.split(":"))
-        calls, splits, flops = kernel_calls(modules, s, d, g, bool(c))
-        record = dict(seqlen=s, head_dim=d, group=g, causal=bool(c), splits=splits,
+        config = tuple(int(x) for x in args.config.split(":")) if args.config else None
+        calls, splits, flops = kernel_calls(modules, s, d, g, bool(c), args.splits, config)
+        record = dict(seqlen=s, head_dim=d, group=g, causal=bool(c), splits=splits, config=config,
                       routed=(d, bool(c)) in flash_bwd_hopper.FASTER, repeats=args.repeats)
         firsts = {}
         for name, call in calls.items():
