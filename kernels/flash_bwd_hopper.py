@@ -254,8 +254,9 @@ HOPPER_CONFIGS = {64: (2, 240, 128), 128: (2, 240, 64)}
 # (head dim, causal) where this kernel measured faster than the Triton dK/dV on an H100 (v20c,
 # S 4096, the whole backward): 128 both ways; 64 not causal (+12% MHA, +9% GQA 8:1), but not
 # causal 64 (-6% with 2 stages, -2% with 3), which stays on Triton. Causal 64 with GQA also
-# returned other bits on some repeated calls in session 28 (a race not found; every pair here
-# gave equal bits): route it here only once gpu/dkdv_determinism.py shows it equal.
+# returned other bits on some repeated calls in session 28 (a race that needs 128-row query
+# tiles and more than one query head per program; cause not found; every pair here gave equal
+# bits): route it here only once gpu/dkdv_determinism.py shows it equal.
 FASTER = {(128, False), (128, True), (64, False)}
 # The group split (``flash_bwd.group_splits``) of this kernel, which runs one program per SM:
 # programs per SM to reach without and with a causal mask, and at most this many splits.
