@@ -20,10 +20,11 @@ import json
 
 import torch
 
+from gpu.hopper_bwd_check import inputs
 from gpu.hopper_fwd_ab import load_base
 from gpu.timed_checks import rates
 from hf_stable_attn.kernels import flash_attn_fwd, flash_bwd, flash_bwd_hopper
-from hf_stable_attn.kernels._common import ceil_div, tma_ready
+from hf_stable_attn.kernels._common import tma_ready
 from hf_stable_attn.shift_rule import shift_params
 from hf_stable_attn.testing import fix_kwargs, launch_kwargs
 
@@ -34,22 +35,15 @@ def kernel_calls(modules: dict, seqlen: int, d: int, group: int, causal: bool,
                  splits: int | None = None, config: tuple | None = None):
     """name -> a call of that module's ``dkdv_hopper`` on one shape's inputs (at ``config``),
     returning (dK, dV) partials; and the group split (``flash_bwd``'s unless ``splits``)."""
-    torch.manual_seed(seqlen + d + group)
     batch, hq = TOKENS // seqlen, HIDDEN // d
     hk = hq // group
-    q, dout = (torch.randn(batch, seqlen, hq, d, device="cuda", dtype=torch.bfloat16)
-               for _ in range(2))
-    k, v = (torch.randn(batch, seqlen, hk, d, device="cuda", dtype=torch.bfloat16)
-            for _ in range(2))
+    q, k, v, dout = inputs(batch, seqlen, seqlen, hq, hk, d, torch.bfloat16, seqlen + d + group)
     assert tma_ready(seqlen, q, k, v, dout)
     out, lse = flash_attn_fwd(q, k, v, **launch_kwargs(seqlen, seqlen, d, causal=causal),
                               **fix_kwargs(shift_params(torch.bfloat16)))
     delta = (dout.float() * out.float()).sum(-1).transpose(1, 2).contiguous()
-    m = flash_bwd_hopper
     if splits is None:
-        splits = flash_bwd.group_splits(ceil_div(seqlen, m.BLOCK_N) * batch * hk, group,
-                                        flash_bwd.sm_count(q.device), m.PROGRAMS_PER_SM[causal],
-                                        m.MOST_SPLITS)
+        splits = flash_bwd.dkdv_splits(seqlen, batch, hk, group, q.device, causal, gluon=True)
     dtype = torch.float32 if splits > 1 else k.dtype
 
     def call(module):

@@ -16,11 +16,10 @@ Run: ``PYTHONPATH=$PWD python gpu/mha_gqa_gap.py --out gap.json [--seqlens 4096 
 from __future__ import annotations
 
 import argparse
-import json
 
 import torch
 
-from benchmarks.timing import interleaved_medians
+from gpu.timed_checks import rates, save
 from hf_stable_attn.kernels import flash_fwd
 from hf_stable_attn.shift_rule import shift_params
 from hf_stable_attn.testing import fix_kwargs, launch_kwargs
@@ -69,16 +68,13 @@ def main() -> None:
                 calls[name] = (lambda q=q, k=k, v=v: flash_fwd.flash_attn_fwd(q, k, v, **kw, **fix))
                 calls[name]()
                 tiles[name] = flash_fwd._fwd_launch.last
-            ms, laps = interleaved_medians(calls, args.rounds, torch.device("cuda"))
             flops = 4 * TOKENS * HEADS * seqlen * HEAD_DIM / 2
             run = {"seqlen": seqlen, "causal": True, "stabilize": stabilize, "tiles": tiles,
-                   "ms": ms, "ms_rounds": laps,
-                   "tflops": {n: flops / t / 1e9 for n, t in ms.items()}}
+                   **rates(calls, args.rounds, torch.device("cuda"), flops)}
             results["runs"].append(run)
             print(seqlen, stabilize, {n: round(t) for n, t in run["tflops"].items()}, tiles,
                   flush=True)
-            with open(args.out, "w") as f:
-                json.dump(results, f, indent=1)
+            save(results, args.out)
 
 
 if __name__ == "__main__":

@@ -391,17 +391,8 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
         _dq_launch(lambda meta: (ceil_div(int(max_seqlen_q), meta["BLOCK_M"]), batch * hq),
                    bd, key, dq_args, flags, tma_ok)
 
-    # dK/dV: a program per key tile and KV head, or per key tile and part of a KV head's group
-    # (programs counted with 64-key tiles, those of most Triton dK/dV configs; Hopper's kernel
-    # has 128-key tiles and its own split rule).
-    if gluon_dkdv:
-        splits = group_splits(ceil_div(int(max_seqlen_k), flash_bwd_hopper.BLOCK_N) * batch * hk,
-                              hq // hk, sm_count(q.device),
-                              flash_bwd_hopper.PROGRAMS_PER_SM[bool(causal)],
-                              flash_bwd_hopper.MOST_SPLITS)
-    else:
-        splits = group_splits(ceil_div(int(max_seqlen_k), 64) * batch * hk, hq // hk,
-                              sm_count(q.device))
+    # dK/dV: a program per key tile and KV head, or per key tile and part of a KV head's group.
+    splits = dkdv_splits(int(max_seqlen_k), batch, hk, hq // hk, q.device, causal, gluon_dkdv)
     if splits > 1:
         dk_out = torch.empty((splits, *k.shape), device=k.device, dtype=torch.float32)
         dv_out = torch.empty((splits, *v.shape), device=v.device, dtype=torch.float32)
@@ -473,6 +464,18 @@ def group_splits(programs: int, group: int, sms: int, per_sm: int | None = None,
         if programs * splits >= per_sm * sms:
             return splits
     return divisors[-1]
+
+
+def dkdv_splits(max_seqlen_k: int, batch: int, hk: int, group: int, device: torch.device,
+                causal: bool, gluon: bool) -> int:
+    """``group_splits`` for one dK/dV launch: the Gluon kernel's (128-key tiles, its own
+    ``flash_bwd_hopper.PROGRAMS_PER_SM`` and ``MOST_SPLITS``) or the Triton kernel's (programs
+    counted with 64-key tiles, those of most of its configs)."""
+    if gluon:
+        return group_splits(ceil_div(max_seqlen_k, flash_bwd_hopper.BLOCK_N) * batch * hk, group,
+                            sm_count(device), flash_bwd_hopper.PROGRAMS_PER_SM[bool(causal)],
+                            flash_bwd_hopper.MOST_SPLITS)
+    return group_splits(ceil_div(max_seqlen_k, 64) * batch * hk, group, sm_count(device))
 
 
 @functools.lru_cache(maxsize=None)
