@@ -8,5 +8,7 @@ mkdir -p "$site"
 tar -C "$site" -xJf .t39/triton.tar.xz || return 1
 ptxas="$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "bin", "ptxas"))')"
 ln -sf "$ptxas" "$site/triton/backends/nvidia/bin/ptxas"
-export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+# The pack has no AMD backend, and the machine's own Triton declares one as an entry point: find
+# backends in the package's folder instead.
+export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" TRITON_BACKENDS_IN_TREE=1
 python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__, triton.__file__)'
