@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # On the CPU machine: pack a Triton release small enough to carry to the GPU machine (64 MiB a
 # call, the repository included), to run the GPU suite under a Triton other than its own:
-#   bash gpu/slim_triton.sh 3.9.0            # writes .t39/triton.tar.xz (about 48 MB for 3.9.0)
-# Dropped from the wheel: the AMD backend, CUPTI, the Blackwell ptxas, FileCheck, and ptxas itself
-# (gpu/carried_triton.sh links PyTorch's CUDA 13 ptxas in its place, the one kernels/_ptxas.py
-# picks for our kernels anyway); the two shared libraries lose their debug symbols (strip).
+#   bash gpu/slim_triton.sh 3.9.0   # .t39/triton.tar.xz (48 MB for 3.9.0), .t39b/ptxas-blackwell.xz
+# Dropped from the wheel: the AMD backend, CUPTI, FileCheck and the old ptxas (gpu/carried_triton.sh
+# links PyTorch's CUDA 13 ptxas in its place); the two shared libraries lose their debug symbols
+# (strip). The newer ptxas that Triton from 3.7 builds sm_90 with (ptxas-blackwell, 12 MB packed)
+# goes to its own folder: it does not fit in the same call (gpu/carried_triton.sh says how).
 set -euo pipefail
 version="${1:?Triton version, e.g. 3.9.0}"
 dest="${2:-.t39}"
@@ -14,9 +15,13 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
 (cd "$work" && unzip -q triton-*.whl)
 nvidia="$work/triton/backends/nvidia"
 rm -rf "$work/triton/backends/amd" "$nvidia/lib/cupti" "$nvidia/lib/cupti-blackwell" \
-    "$nvidia/bin/ptxas-blackwell" "$nvidia/bin/ptxas" "$work/triton/FileCheck"
+    "$nvidia/bin/ptxas" "$work/triton/FileCheck"
 strip --strip-unneeded "$work/triton/_C/libtriton.so" "$work/triton/_C/libproton.so"
-mkdir -p "$dest"
+mkdir -p "$dest" "${dest}b"
+if [ -f "$nvidia/bin/ptxas-blackwell" ]; then
+    xz -T2 -6 -c "$nvidia/bin/ptxas-blackwell" > "${dest}b/ptxas-blackwell.xz"
+    rm "$nvidia/bin/ptxas-blackwell"
+fi
 tar -C "$work" -cf - triton "triton-$version.dist-info" | xz -T2 -6 > "$dest/triton.tar.xz"
 rm -rf "$work"
-ls -l "$dest/triton.tar.xz"
+ls -l "$dest/triton.tar.xz" "${dest}b"
