@@ -7,6 +7,10 @@ PyTorch's CUDA 13 wheels ship that ptxas (``torch/bin/ptxas``), and ``torch.comp
 Triton at it for the whole process. We point Triton at it only while our own kernels compile
 (``TiledLaunch``'s first launch of a config), only when it is newer than Triton's own, and never
 when the user chose one (``TRITON_PTXAS_PATH``, which ``triton.knobs.nvidia.ptxas`` also sets).
+
+From Triton 3.9, sm_90 is built by the bundled ``ptxas-blackwell`` (CUDA 13.4 in 3.9; 3.6-3.8 use
+it from sm_100 on), chosen by ``TRITON_PTXAS_BLACKWELL_PATH``: this module then reads and sets
+that tool and that variable instead (session 29 ran the GPU suite under 3.9 on an H100).
 """
 
 from __future__ import annotations
@@ -21,14 +25,32 @@ import threading
 import torch
 import triton
 
-PTXAS_ENV = "TRITON_PTXAS_PATH"
 # The first ptxas release that builds our 2-stage TMA kernels (12.8 and 12.9 crash on them).
 TWO_STAGE_TMA_RELEASE = (13, 0)
 
 
+@functools.lru_cache(maxsize=1)
+def sm90_uses_blackwell_ptxas() -> bool:
+    """Whether Triton builds sm_90 with the ptxas it builds sm_100 with, ``ptxas-blackwell``
+    (Triton 3.9 on), rather than ``ptxas``. False where Triton cannot say (no NVIDIA backend,
+    or a ptxas missing)."""
+    try:
+        from triton.backends.nvidia.compiler import get_ptxas
+
+        return get_ptxas(90).path == get_ptxas(100).path
+    except (ImportError, AttributeError, RuntimeError):
+        return False
+
+
+def ptxas_env() -> str:
+    """The variable that chooses the ptxas Triton builds sm_90 with."""
+    return "TRITON_PTXAS_BLACKWELL_PATH" if sm90_uses_blackwell_ptxas() else "TRITON_PTXAS_PATH"
+
+
 def triton_ptxas() -> str:
-    """Path of the ptxas bundled with Triton."""
-    return os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
+    """Path of the ptxas bundled with Triton that builds sm_90."""
+    name = "ptxas-blackwell" if sm90_uses_blackwell_ptxas() else "ptxas"
+    return os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", name)
 
 
 def torch_ptxas() -> str:
@@ -59,7 +81,7 @@ def newer_torch_ptxas() -> str | None:
 
 def compiling_ptxas() -> str:
     """The ptxas our kernels compile with now: the user's, else torch's if newer, else Triton's."""
-    return os.environ.get(PTXAS_ENV) or newer_torch_ptxas() or triton_ptxas()
+    return os.environ.get(ptxas_env()) or newer_torch_ptxas() or triton_ptxas()
 
 
 def two_stage_tma_ok() -> bool:
@@ -76,7 +98,7 @@ _inside = {"count": 0, "set_by_us": False}
 
 @contextlib.contextmanager
 def ptxas_for_compile():
-    """Around a launch that may compile: ``TRITON_PTXAS_PATH`` at torch's ptxas while it runs,
+    """Around a launch that may compile: ``ptxas_env()`` at torch's ptxas while it runs,
     where that ptxas is newer than Triton's and no ptxas was chosen; otherwise nothing. The
     variable is process-wide, so it stays set until the last of overlapping compiles (in
     several threads) is done: Triton reads it once for the PTX version and again for the
@@ -85,10 +107,10 @@ def ptxas_for_compile():
     docs/kernel_notes.md)."""
     with _LOCK:
         if _inside["count"] == 0:
-            path = None if os.environ.get(PTXAS_ENV) else newer_torch_ptxas()
+            path = None if os.environ.get(ptxas_env()) else newer_torch_ptxas()
             _inside["set_by_us"] = path is not None
             if path is not None:
-                os.environ[PTXAS_ENV] = path
+                os.environ[ptxas_env()] = path
         _inside["count"] += 1
     try:
         yield
@@ -96,5 +118,5 @@ def ptxas_for_compile():
         with _LOCK:
             _inside["count"] -= 1
             if _inside["count"] == 0 and _inside["set_by_us"]:
-                os.environ.pop(PTXAS_ENV, None)
+                os.environ.pop(ptxas_env(), None)
                 _inside["set_by_us"] = False

@@ -5,11 +5,14 @@ import stat
 
 import pytest
 import torch
+import triton
 
 from hf_stable_attn.kernels import _common, _ptxas, _tuning, flash_bwd, flash_fwd
 from hf_stable_attn.kernels._common import TiledLaunch, tile_config
 
-ENV = _ptxas.PTXAS_ENV
+# The variable that chooses the ptxas Triton builds sm_90 with, for the two rules Triton has had:
+# ``ptxas`` up to 3.8, ``ptxas-blackwell`` from 3.9.
+ENVS = {False: "TRITON_PTXAS_PATH", True: "TRITON_PTXAS_BLACKWELL_PATH"}
 
 
 def _fake_ptxas(folder, release):
@@ -20,8 +23,18 @@ def _fake_ptxas(folder, release):
     return str(path)
 
 
+@pytest.fixture(params=[False, True], ids=["sm90-ptxas", "sm90-ptxas-blackwell"])
+def env(request, monkeypatch):
+    """Each test runs under both of Triton's rules for the ptxas that builds sm_90; this is the
+    variable that chooses it under the rule in force."""
+    monkeypatch.setattr(_ptxas, "sm90_uses_blackwell_ptxas", lambda: request.param)
+    for name in ENVS.values():
+        monkeypatch.delenv(name, raising=False)
+    return ENVS[request.param]
+
+
 @pytest.fixture
-def ptxas_pair(tmp_path, monkeypatch):
+def ptxas_pair(tmp_path, monkeypatch, env):
     """Points Triton's and torch's ptxas at stand-ins of the given releases (None: absent)."""
 
     def install(triton_release, torch_release):
@@ -29,7 +42,6 @@ def ptxas_pair(tmp_path, monkeypatch):
         ours = _fake_ptxas(tmp_path, torch_release) if torch_release else str(tmp_path / "none")
         monkeypatch.setattr(_ptxas, "triton_ptxas", lambda: bundled)
         monkeypatch.setattr(_ptxas, "torch_ptxas", lambda: ours)
-        monkeypatch.delenv(ENV, raising=False)
         _ptxas.newer_torch_ptxas.cache_clear()
         return bundled, ours
 
@@ -37,27 +49,39 @@ def ptxas_pair(tmp_path, monkeypatch):
     _ptxas.newer_torch_ptxas.cache_clear()
 
 
+def test_the_installed_triton_says_which_ptxas_builds_sm90():
+    """Triton 3.9 builds sm_90 with ``ptxas-blackwell``; 3.6-3.8 with ``ptxas`` (their
+    ``get_ptxas``). The module must read that off the installed Triton, whichever it is."""
+    _ptxas.sm90_uses_blackwell_ptxas.cache_clear()
+    version = tuple(int(part) for part in triton.__version__.split(".")[:2])
+    expected = version >= (3, 9)
+    assert _ptxas.sm90_uses_blackwell_ptxas() is expected
+    assert _ptxas.ptxas_env() == ENVS[expected]
+    assert os.path.basename(_ptxas.triton_ptxas()) == ("ptxas-blackwell" if expected else "ptxas")
+
+
 def test_release_reads_the_version_line(tmp_path):
     assert _ptxas.release(_fake_ptxas(tmp_path, "13.0")) == (13, 0)
     assert _ptxas.release(str(tmp_path / "missing")) is None
 
 
-def test_a_newer_torch_ptxas_builds_our_kernels_only_while_they_compile(ptxas_pair):
+def test_a_newer_torch_ptxas_builds_our_kernels_only_while_they_compile(ptxas_pair, env):
     _, ours = ptxas_pair("12.8", "13.0")
     assert _ptxas.compiling_ptxas() == ours and _ptxas.two_stage_tma_ok()
     with _ptxas.ptxas_for_compile():
-        assert os.environ[ENV] == ours
-    assert ENV not in os.environ
+        assert os.environ[env] == ours
+    assert env not in os.environ
 
 
-def test_the_environment_is_restored_when_compiling_fails(ptxas_pair):
+def test_the_environment_is_restored_when_compiling_fails(ptxas_pair, env):
     ptxas_pair("12.8", "13.0")
     with pytest.raises(RuntimeError), _ptxas.ptxas_for_compile():
         raise RuntimeError("ptxas crashed")
-    assert ENV not in os.environ
+    assert env not in os.environ
 
 
-def test_overlapping_compiles_in_two_threads_keep_the_newer_ptxas_until_both_are_done(ptxas_pair):
+def test_overlapping_compiles_in_two_threads_keep_the_newer_ptxas_until_both_are_done(ptxas_pair,
+                                                                                      env):
     """Thread A enters, thread B enters, A leaves while B still compiles: B must still see
     torch's ptxas, or its PTX for CUDA 13 would go to Triton's ptxas 12.8."""
     import threading
@@ -75,10 +99,10 @@ def test_overlapping_compiles_in_two_threads_keep_the_newer_ptxas_until_both_are
     def thread_b():
         a_inside.wait(5)
         with _ptxas.ptxas_for_compile():
-            seen["entering"] = os.environ.get(ENV)
+            seen["entering"] = os.environ.get(env)
             b_inside.set()
             a_left.wait(5)
-            seen["after_a_left"] = os.environ.get(ENV)
+            seen["after_a_left"] = os.environ.get(env)
 
     threads = [threading.Thread(target=thread_a), threading.Thread(target=thread_b)]
     for t in threads:
@@ -86,24 +110,24 @@ def test_overlapping_compiles_in_two_threads_keep_the_newer_ptxas_until_both_are
     for t in threads:
         t.join(10)
     assert seen == {"entering": ours, "after_a_left": ours}
-    assert ENV not in os.environ
+    assert env not in os.environ
 
 
 @pytest.mark.parametrize("torch_release", [None, "12.8", "12.6"])
-def test_tritons_own_ptxas_stays_when_torch_has_none_newer(ptxas_pair, torch_release):
+def test_tritons_own_ptxas_stays_when_torch_has_none_newer(ptxas_pair, env, torch_release):
     bundled, _ = ptxas_pair("12.8", torch_release)
     assert _ptxas.compiling_ptxas() == bundled and not _ptxas.two_stage_tma_ok()
     with _ptxas.ptxas_for_compile():
-        assert ENV not in os.environ
+        assert env not in os.environ
 
 
-def test_the_users_ptxas_is_left_alone(ptxas_pair, tmp_path, monkeypatch):
+def test_the_users_ptxas_is_left_alone(ptxas_pair, env, tmp_path, monkeypatch):
     ptxas_pair("12.8", "13.0")
     chosen = _fake_ptxas(tmp_path, "12.9")
-    monkeypatch.setenv(ENV, chosen)
+    monkeypatch.setenv(env, chosen)
     with _ptxas.ptxas_for_compile():
-        assert os.environ[ENV] == chosen
-    assert os.environ[ENV] == chosen
+        assert os.environ[env] == chosen
+    assert os.environ[env] == chosen
     assert _ptxas.compiling_ptxas() == chosen and not _ptxas.two_stage_tma_ok()
 
 
@@ -117,15 +141,16 @@ def test_tuning_tries_2_stage_tma_configs_only_where_the_ptxas_builds_them(monke
 
 
 class _RecordingKernel:
-    """``kernel[grid](...)`` that records the ptxas Triton would compile with at that moment."""
+    """``kernel[grid](...)`` that records the ptxas Triton would compile with at that moment
+    (the value of ``env``)."""
 
-    def __init__(self):
-        self.params, self.seen = [], []
+    def __init__(self, env):
+        self.env, self.params, self.seen = env, [], []
         self.cache_key, self.__name__ = "stand-in source", "stand_in"
 
     def __getitem__(self, grid):
         def launch(*args, **kwargs):
-            self.seen.append(os.environ.get(ENV))
+            self.seen.append(os.environ.get(self.env))
             return {(1, 1, 1): lambda *a: None}  # the compiled kernel: compiled[grid](*args)
 
         return launch
@@ -134,7 +159,7 @@ class _RecordingKernel:
 @pytest.mark.parametrize("table", [{64: [(64, 64, 4, 3)]}, {64: [(64, 64, 4, 3), (128, 64, 8, 3)]}],
                          ids=["one-config", "tuned"])
 @pytest.mark.parametrize("autotune", [True, False])
-def test_the_launchers_first_calls_compile_under_the_newer_ptxas(ptxas_pair, monkeypatch,
+def test_the_launchers_first_calls_compile_under_the_newer_ptxas(ptxas_pair, env, monkeypatch,
                                                                    autotune, table):
     _, ours = ptxas_pair("12.8", "13.0")
     monkeypatch.setattr(_common, "AUTOTUNE", autotune)
@@ -142,11 +167,11 @@ def test_the_launchers_first_calls_compile_under_the_newer_ptxas(ptxas_pair, mon
     monkeypatch.setattr(_common, "INTERPRET", False)
     monkeypatch.setattr(_tuning, "bench_median", lambda fn: 1.0)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "stand-in GPU")
-    kernel = _RecordingKernel()
+    kernel = _RecordingKernel(env)
     TiledLaunch(kernel, table)(lambda meta: (1,), 64, ("key",), (torch.zeros(4),), {})
     # one compile per config the call tries: each candidate when tuning, else the first entry
     assert kernel.seen == [ours] * (len(table[64]) if autotune else 1)
-    assert ENV not in os.environ
+    assert env not in os.environ
 
 
 @pytest.mark.parametrize("table", [flash_fwd._FWD_CONFIGS, flash_bwd._DKDV_CONFIGS,
