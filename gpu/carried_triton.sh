@@ -3,7 +3,7 @@
 # /tmp/carried_triton and put it first on PYTHONPATH. Source it:
 #   run(command="source gpu/carried_triton.sh && OUT=$OUT bash gpu/validate_kernel.sh",
 #       carry=[".t39", ".gpu_carry"])
-# Triton from 3.7 builds sm_90 with its newer ptxas, ptxas-blackwell, which does not travel in
+# Triton from 3.9 builds sm_90 with its newer ptxas, ptxas-blackwell, which does not travel in
 # the same call (64 MiB): stage it first on the same warm machine,
 #   run(command="mkdir -p /tmp/carried_ptxas && cp .t39b/ptxas-blackwell.xz /tmp/carried_ptxas/",
 #       carry=[".t39b"])

@@ -4,7 +4,7 @@
 #   bash gpu/slim_triton.sh 3.9.0   # .t39/triton.tar.xz (48 MB for 3.9.0), .t39b/ptxas-blackwell.xz
 # Dropped from the wheel: the AMD backend, CUPTI, FileCheck and the old ptxas (gpu/carried_triton.sh
 # links PyTorch's CUDA 13 ptxas in its place); the two shared libraries lose their debug symbols
-# (strip). The newer ptxas that Triton from 3.7 builds sm_90 with (ptxas-blackwell, 12 MB packed)
+# (strip). The newer ptxas that Triton from 3.9 builds sm_90 with (ptxas-blackwell, 12 MB packed)
 # goes to its own folder: it does not fit in the same call (gpu/carried_triton.sh says how).
 set -euo pipefail
 version="${1:?Triton version, e.g. 3.9.0}"
