@@ -70,6 +70,7 @@ def test_a_newer_torch_ptxas_builds_our_kernels_only_while_they_compile(ptxas_pa
     assert _ptxas.compiling_ptxas() == ours and _ptxas.two_stage_tma_ok()
     with _ptxas.ptxas_for_compile():
         assert os.environ[env] == ours
+        assert [name for name in ENVS.values() if name in os.environ] == [env]
     assert env not in os.environ
 
 
