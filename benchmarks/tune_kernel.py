@@ -63,14 +63,17 @@ def candidates(part: str, tma: str = "with", tma_min_stages: int = 3) -> list[tu
 DEFAULT_CASES = [(128, False, 1), (128, True, 1), (64, False, 1), (64, True, 1), (128, True, 8)]
 
 
-def default_shapes(total_tokens: int, hidden: int, head_dims=None) -> list[Shape]:
-    """Seqlen 4096, ``hidden // D`` query heads; the default (D, causal, group) cases, or MHA
-    causal and not for each of ``head_dims``."""
-    cases = DEFAULT_CASES if not head_dims else [(d, c, 1) for d in head_dims for c in (False, True)]
+def default_shapes(total_tokens: int, hidden: int, head_dims=None, *, seqlen: int = 4096,
+                   cases=None) -> list[Shape]:
+    """``seqlen`` (default 4096), ``hidden // D`` query heads; the (D, causal, group) ``cases``,
+    else MHA causal and not for each of ``head_dims``, else the default cases."""
+    if not cases:
+        cases = (DEFAULT_CASES if not head_dims
+                 else [(d, c, 1) for d in head_dims for c in (False, True)])
     shapes = []
     for d, causal, group in cases:
         hq = hidden // d
-        shapes.append(Shape("bf16", 4096, total_tokens // 4096, hq, hq // group, d, causal))
+        shapes.append(Shape("bf16", seqlen, total_tokens // seqlen, hq, hq // group, d, causal))
     return shapes
 
 

@@ -53,12 +53,9 @@ def shapes(seqlen: int, cases: list[str] | None) -> list[Shape]:
     tokens and hidden size 2048."""
     if not cases:
         return default_shapes(16384, 2048)
-    out = []
-    for case in cases:
-        d, causal, group = (int(x) for x in case.split(":"))
-        out.append(Shape("bf16", seqlen, 16384 // seqlen, 2048 // d, 2048 // d // group, d,
-                         bool(causal)))
-    return out
+    parsed = [(d, bool(causal), group)
+              for d, causal, group in (map(int, case.split(":")) for case in cases)]
+    return default_shapes(16384, 2048, seqlen=seqlen, cases=parsed)
 
 
 def main(out_path: str, seqlen: int = 4096, cases: list[str] | None = None) -> None:
