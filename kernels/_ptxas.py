@@ -30,27 +30,28 @@ TWO_STAGE_TMA_RELEASE = (13, 0)
 
 
 @functools.lru_cache(maxsize=1)
-def sm90_uses_blackwell_ptxas() -> bool:
-    """Whether Triton builds sm_90 with the ptxas it builds sm_100 with, ``ptxas-blackwell``
-    (Triton 3.9 on), rather than ``ptxas``. False where Triton cannot say (no NVIDIA backend,
-    or a ptxas missing)."""
+def sm90_ptxas() -> str:
+    """Name of the bundled ptxas Triton builds sm_90 with: ``ptxas-blackwell`` where it builds
+    sm_100 with the same one (Triton 3.9 on), else ``ptxas`` (also where Triton cannot say: no
+    NVIDIA backend, or a ptxas missing)."""
     try:
         from triton.backends.nvidia.compiler import get_ptxas
 
-        return get_ptxas(90).path == get_ptxas(100).path
+        same = get_ptxas(90).path == get_ptxas(100).path
     except (ImportError, AttributeError, RuntimeError):
-        return False
+        same = False
+    return "ptxas-blackwell" if same else "ptxas"
 
 
 def ptxas_env() -> str:
-    """The variable that chooses the ptxas Triton builds sm_90 with."""
-    return "TRITON_PTXAS_BLACKWELL_PATH" if sm90_uses_blackwell_ptxas() else "TRITON_PTXAS_PATH"
+    """The variable that chooses that ptxas, named as Triton's knobs name a tool's."""
+    return f"TRITON_{sm90_ptxas().upper().replace('-', '_')}_PATH"
 
 
 def triton_ptxas() -> str:
     """Path of the ptxas bundled with Triton that builds sm_90."""
-    name = "ptxas-blackwell" if sm90_uses_blackwell_ptxas() else "ptxas"
-    return os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", name)
+    return os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin",
+                        sm90_ptxas())
 
 
 def torch_ptxas() -> str:

@@ -27,7 +27,8 @@ def _fake_ptxas(folder, release):
 def env(request, monkeypatch):
     """Each test runs under both of Triton's rules for the ptxas that builds sm_90; this is the
     variable that chooses it under the rule in force."""
-    monkeypatch.setattr(_ptxas, "sm90_uses_blackwell_ptxas", lambda: request.param)
+    tool = "ptxas-blackwell" if request.param else "ptxas"
+    monkeypatch.setattr(_ptxas, "sm90_ptxas", lambda: tool)
     for name in ENVS.values():
         monkeypatch.delenv(name, raising=False)
     return ENVS[request.param]
@@ -52,10 +53,10 @@ def ptxas_pair(tmp_path, monkeypatch, env):
 def test_the_installed_triton_says_which_ptxas_builds_sm90():
     """Triton 3.9 builds sm_90 with ``ptxas-blackwell``; 3.6-3.8 with ``ptxas`` (their
     ``get_ptxas``). The module must read that off the installed Triton, whichever it is."""
-    _ptxas.sm90_uses_blackwell_ptxas.cache_clear()
+    _ptxas.sm90_ptxas.cache_clear()
     version = tuple(int(part) for part in triton.__version__.split(".")[:2])
     expected = version >= (3, 9)
-    assert _ptxas.sm90_uses_blackwell_ptxas() is expected
+    assert _ptxas.sm90_ptxas() == ("ptxas-blackwell" if expected else "ptxas")
     assert _ptxas.ptxas_env() == ENVS[expected]
     assert os.path.basename(_ptxas.triton_ptxas()) == ("ptxas-blackwell" if expected else "ptxas")
 
