@@ -84,16 +84,19 @@ def _step(t, m, dk, dv, k, v, q_smem, do_smem, q_full, q_empty, do_full, do_empt
     cols = m + gl.arange(0, TILE_M, layout=gl.SliceLayout(0, s_layout))
     col_ok = cols < seqlen_q
     delta = gl.load(delta_h + cols, mask=col_ok, other=0.0)
+    # The log-sum-exp in score units (lse log2(e) / qk_scale; past the last row infinite).
+    lse_s = gl.load(lse_h + cols, mask=col_ok, other=float("inf")) * (LOG2E_C / qk_scale)
     mbarrier.wait(q_full.index(slot), phase)
-    s_tok = warpgroup_mma(k, q.permute((1, 0)), zero_s, use_acc=False, is_async=True)
+    # S^T - lse and dP^T - delta each in one product: the accumulators start at -lse and
+    # -delta, so neither vector stays live across the step (at 128-row tiles each held 32
+    # registers a thread, which spilled).
+    s_tok = warpgroup_mma(k, q.permute((1, 0)), zero_s - gl.expand_dims(lse_s, 0),
+                          is_async=True)
     mbarrier.wait(do_full.index(slot), phase)
-    # dP^T - delta in one product: the accumulator starts at -delta, so no delta vector stays
-    # live across the step (at 128-row tiles it held 32 registers a thread, which spilled).
     dp_tok = warpgroup_mma(v, do.permute((1, 0)), zero_s - gl.expand_dims(delta, 0),
                            is_async=True)
-    lse2 = gl.load(lse_h + cols, mask=col_ok, other=float("inf")) * LOG2E_C
     s_t = warpgroup_mma_wait(1, deps=(s_tok,))
-    p_t = gl.exp2(s_t * qk_scale - gl.expand_dims(lse2, 0))
+    p_t = gl.exp2(s_t * qk_scale)
     if CAUSAL:
         keys = n0 + gl.arange(0, 64, layout=gl.SliceLayout(1, s_layout))
         p_t = gl.where(gl.expand_dims(keys, 1) <= gl.expand_dims(cols + diag, 0), p_t, 0.0)
