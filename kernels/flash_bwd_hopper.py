@@ -263,10 +263,11 @@ def _dkdv_ws_kernel(
 HOPPER_CONFIGS = {64: (2, 240, 128), 128: (2, 240, 64)}
 # (head dim, causal) where this kernel measured faster than the Triton dK/dV on an H100 (v20c,
 # S 4096, the whole backward): 128 both ways; 64 not causal (+12% MHA, +9% GQA 8:1), but not
-# causal 64 (-6% with 2 stages, -2% with 3), which stays on Triton. Causal 64 with GQA also
-# returned other bits on some repeated calls in session 28 (a race that needs 128-row query
-# tiles and more than one query head per program; cause not found; every pair here gave equal
-# bits): route it here only once gpu/dkdv_determinism.py shows it equal.
+# causal 64 (-6% with 2 stages, -2% with 3; -1% after v29a in session 30), which stays on
+# Triton. Causal 64 with GQA returned other bits on some repeated calls until the loader waited
+# for the last head's copies before writing its descriptors (v30a, session 30:
+# gpu/dkdv_determinism.py, 0 of 390 calls against 7 of 390 before); a new route must pass that
+# script first.
 FASTER = {(128, False), (128, True), (64, False)}
 # The group split (``flash_bwd.group_splits``) of this kernel, which runs one program per SM:
 # programs per SM to reach without and with a causal mask, and at most this many splits.
