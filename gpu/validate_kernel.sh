@@ -6,6 +6,7 @@
 # Into $OUT: gpu.txt, gpu_tests.log.
 set -uo pipefail
 : "${OUT:?set OUT to the folder whose files come back}"
+mkdir -p "$OUT"
 export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false HF_STABLE_ATTN_AUTOTUNE=0
 python3 -m pip install --no-deps -q .gpu_carry/*.whl
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$OUT/gpu.txt"
