@@ -147,7 +147,7 @@ def main() -> None:
     for d in args.head_dims:
         h = 16 if d == 128 else 32
         shapes += [(4, 4096, h, h, d, False), (4, 4096, h, h, d, True),
-                   (4, 4096, h, h // 8, d, False)]
+                   (4, 4096, h, h // 8, d, False), (4, 4096, h, h // 8, d, True)]
     time_within_budget(shapes, lambda shape: timing(shape, CONFIGS[shape[4]], args.rounds),
                        result, args.out, args.budget_s, t0, ("shape", "tflops"))
     sys.exit(0 if all(c["ok"] for c in result["checks"]) else 1)
