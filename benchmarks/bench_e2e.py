@@ -19,6 +19,9 @@ optimizer state, bf16 autocast; ``--precision bf16``: bf16 weights and optimizer
 With ``--processes N`` each entry (training and generation) runs in N fresh processes in turn: its
 ``ms_per_step`` is their median and ``ms_per_step_processes`` lists them, because host time, which
 a small model's step waits on, varies between processes (docs/results/e2e_gpt2_spread).
+``stable_flash_nofix`` (not in the defaults; ``--impls stable_flash stable_flash_nofix sdpa``) is
+``stable_flash`` with the fix off (``hf_stable_attn.configure(model, stabilize=False)``): their
+ratio is the fix's cost in a whole training step.
 ``eager`` is skipped (``error`` says so) where its materialized score matrices would need over
 60% of the device's memory, and any OOM is recorded, not fatal.
 
@@ -55,6 +58,7 @@ import torch
 from benchmarks import runinfo, timing
 
 TRAIN_IMPLS = ("stable_flash", "sdpa", "flex_attention", "eager")
+NOFIX = "stable_flash_nofix"  # stable_flash with the fix off
 GENERATE_IMPLS = ("stable_flash", "sdpa")
 EAGER_MEMORY_FRACTION = 0.6
 
@@ -99,12 +103,19 @@ TINY_MODELS = {
 
 
 def build_model(spec: ModelSpec, impl: str, device: torch.device, dtype: torch.dtype):
-    """A freshly initialized model (seed 0) on ``device`` with attention ``impl``."""
+    """A freshly initialized model (seed 0) on ``device`` with attention ``impl`` (``NOFIX``:
+    ``stable_flash`` configured with the fix off)."""
     from transformers import AutoModelForCausalLM
 
+    import hf_stable_attn
+
     torch.manual_seed(0)
+    attn = "stable_flash" if impl == NOFIX else impl
     with torch.device(device):
-        return AutoModelForCausalLM.from_config(spec.config(), attn_implementation=impl, dtype=dtype)
+        model = AutoModelForCausalLM.from_config(spec.config(), attn_implementation=attn, dtype=dtype)
+    if impl == NOFIX:
+        hf_stable_attn.configure(model, stabilize=False)
+    return model
 
 
 def eager_scores_gib(spec: ModelSpec, batch: int) -> float:

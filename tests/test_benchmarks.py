@@ -192,6 +192,26 @@ def test_e2e_cpu_smoke(tmp_path):
     assert "| gpt2-tiny | train | 2×64 | autocast |" in tables and "stable_flash / sdpa" in tables
 
 
+def test_e2e_nofix_entry_runs_stable_flash_with_the_fix_off(tmp_path):
+    model = bench_e2e.build_model(bench_e2e.TINY_MODELS["gpt2-tiny"], bench_e2e.NOFIX,
+                                  torch.device("cpu"), torch.float32)
+    assert model.config._attn_implementation == "stable_flash"
+    assert model.config.stable_flash["stabilize"] is False
+    out = tmp_path / "e2e.json"
+    bench_e2e.main([
+        "--device", "cpu", "--tiny", "--models", "gpt2-tiny", "--impls", "stable_flash",
+        bench_e2e.NOFIX, "--gen-impls", "none", "--steps", "1", "--warmup-steps", "0",
+        "--out", str(out),
+    ])
+    by = {r["impl"]: r for r in json.loads(out.read_text())["records"]}
+    assert "error" not in by[bench_e2e.NOFIX], by[bench_e2e.NOFIX]
+    # random weights give no tied rows worth a visible change: the losses agree to rounding
+    assert by[bench_e2e.NOFIX]["loss"] == pytest.approx(by["stable_flash"]["loss"], rel=1e-3)
+    tables = make_tables.render([str(out)])
+    ratio = by[bench_e2e.NOFIX]["tokens_per_s"] / by["stable_flash"]["tokens_per_s"]
+    assert "fix cost" in tables and f"| {ratio:.3f} |" in tables
+
+
 def test_e2e_generation_with_a_static_cache(tmp_path):
     """``--gen-cache static`` records ``generate_static`` entries, exactly the asked new tokens."""
     out = tmp_path / "e2e.json"
