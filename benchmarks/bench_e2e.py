@@ -320,7 +320,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--tiny", action="store_true", help="two-layer models (CPU smoke test)")
     p.add_argument("--models", nargs="+", help="default: gpt2-124m llama-1b (with --tiny: the tiny pair)")
-    p.add_argument("--impls", nargs="+", default=list(TRAIN_IMPLS), help="training attention implementations ('none' to skip)")
+    p.add_argument("--impls", nargs="+", default=list(TRAIN_IMPLS), help="training attention implementations ('none' to skip; also "
+                   f"{NOFIX}: stable_flash with the fix off)")
     p.add_argument("--gen-impls", nargs="+", default=list(GENERATE_IMPLS), help="generation implementations ('none' to skip)")
     p.add_argument("--precision", choices=["autocast", "bf16"], default="autocast")
     p.add_argument("--steps", type=int, default=10)
