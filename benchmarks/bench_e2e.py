@@ -16,9 +16,11 @@ optimizer state, bf16 autocast; ``--precision bf16``: bf16 weights and optimizer
 ``compile_s`` is the first step (autotuning, FlexAttention's compile, optimizer state); the next
 ``--warmup-steps`` are untimed; ``ms_per_step`` is the median of ``--steps`` synchronized steps;
 ``peak_mem_mb`` is the absolute peak over the timed steps (weights, optimizer, activations).
-With ``--processes N`` each entry (training and generation) runs in N fresh processes in turn: its
+With ``--processes N`` each entry (training and generation) runs in N fresh processes, in N rounds
+that each run every entry once (so a slow stretch of the machine falls on all entries alike): its
 ``ms_per_step`` is their median and ``ms_per_step_processes`` lists them, because host time, which
-a small model's step waits on, varies between processes (docs/results/e2e_gpt2_spread).
+a small model's step waits on, varies between processes (docs/results/e2e_gpt2_spread). A budget
+that ends mid-round leaves the later entries with one process fewer.
 ``stable_flash_nofix`` (not in the defaults; ``--impls stable_flash stable_flash_nofix sdpa``) is
 ``stable_flash`` with the fix off (``hf_stable_attn.configure(model, stabilize=False)``): their
 ratio is the fix's cost in a whole training step.
@@ -191,39 +193,39 @@ def train_record(spec: ModelSpec, impl: str, device: torch.device, args) -> dict
     }
 
 
-def in_processes(spec: ModelSpec, impl: str, mode: str, device: torch.device, args) -> dict:
-    """``train_record`` or ``generate_record`` (``mode``) in ``args.processes`` fresh processes,
-    one after another: the median of their ``ms_per_step`` (with the throughput and, for
-    generation, the latency from it), the largest peak memory, the first process's other fields
-    (its ``compile_s`` too: later processes may find its autotuning timings in Triton's cache),
-    and every process's ``ms_per_step`` and ``compile_s`` under ``ms_per_step_processes`` and
-    ``compile_s_processes``."""
+def in_fresh_process(spec: ModelSpec, impl: str, mode: str, device: torch.device, args,
+                 runs: list[dict]) -> dict:
+    """``train_record`` or ``generate_record`` (``mode``) in one more fresh process, appended to
+    ``runs`` (the entry's earlier processes), merged with them: the median of their
+    ``ms_per_step`` (with the throughput and, for generation, the latency from it), the largest
+    peak memory, the first process's other fields (its ``compile_s`` too: later processes may
+    find its autotuning timings in Triton's cache), and every process's ``ms_per_step`` and
+    ``compile_s`` under ``ms_per_step_processes`` and ``compile_s_processes``."""
     repo = str(Path(__file__).resolve().parents[1])
     paths = [repo, os.environ.get("PYTHONPATH")]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
     train = mode == "train"
-    runs = []
+    index = len(runs)
     with tempfile.TemporaryDirectory() as tmp:
-        for index in range(args.processes):
-            out = Path(tmp) / f"{index}.json"
-            cmd = [sys.executable, "-m", "benchmarks.bench_e2e", "--device", str(device),
-                   "--models", spec.name, "--impls", impl if train else "none",
-                   "--gen-impls", "none" if train else impl, "--precision", args.precision,
-                   "--steps", str(args.steps), "--warmup-steps", str(args.warmup_steps),
-                   "--gen-prompts", str(args.gen_prompts), "--gen-prompt-len",
-                   str(args.gen_prompt_len), "--gen-new-tokens", str(args.gen_new_tokens),
-                   "--gen-reps", str(args.gen_reps), "--gen-cache", args.gen_cache,
-                   "--gen-left-pad", str(args.gen_left_pad), "--train-left-pad",
-                   str(args.train_left_pad), "--compile", args.compile, "--out", str(out)]
-            done = subprocess.run(cmd + (["--tiny"] if args.tiny else []), env=env,
-                                  capture_output=True, text=True)
-            if done.returncode != 0:
-                raise RuntimeError(
-                    f"process {index} exited with {done.returncode}: {done.stderr[-400:]}")
-            record = json.loads(out.read_text())["records"][0]
-            if record.get("error"):
-                raise RuntimeError(f"process {index}: {record['error']}")
-            runs.append(record)
+        out = Path(tmp) / "record.json"
+        cmd = [sys.executable, "-m", "benchmarks.bench_e2e", "--device", str(device),
+               "--models", spec.name, "--impls", impl if train else "none",
+               "--gen-impls", "none" if train else impl, "--precision", args.precision,
+               "--steps", str(args.steps), "--warmup-steps", str(args.warmup_steps),
+               "--gen-prompts", str(args.gen_prompts), "--gen-prompt-len",
+               str(args.gen_prompt_len), "--gen-new-tokens", str(args.gen_new_tokens),
+               "--gen-reps", str(args.gen_reps), "--gen-cache", args.gen_cache,
+               "--gen-left-pad", str(args.gen_left_pad), "--train-left-pad",
+               str(args.train_left_pad), "--compile", args.compile, "--out", str(out)]
+        done = subprocess.run(cmd + (["--tiny"] if args.tiny else []), env=env,
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(
+                f"process {index} exited with {done.returncode}: {done.stderr[-400:]}")
+        record = json.loads(out.read_text())["records"][0]
+    if record.get("error"):
+        raise RuntimeError(f"process {index}: {record['error']}")
+    runs.append(record)
     times = [r["ms_per_step"] for r in runs]
     median = statistics.median(times)
     peaks = [r["peak_mem_mb"] for r in runs if r["peak_mem_mb"] is not None]
@@ -287,8 +289,11 @@ def _skip_reason(spec: ModelSpec, impl: str, device: torch.device) -> str | None
     return None
 
 
-def run_unit(spec: ModelSpec, impl: str, mode: str, device: torch.device, args) -> dict:
-    """One record; errors (a refused implementation, an OOM) become an ``error`` field."""
+def run_unit(spec: ModelSpec, impl: str, mode: str, device: torch.device, args,
+             runs: list[dict]) -> dict:
+    """One record, measured in this process, or with ``--processes`` in one more fresh process
+    merged with the entry's earlier ones (``runs``, see ``in_fresh_process``); errors (a refused
+    implementation, an OOM) become an ``error`` field."""
     base = {"impl": impl, "model": spec.name, "mode": mode, "precision": args.precision if mode == "train" else "bf16"}
     if mode == "train":
         base.update(batch=spec.batch, seqlen=spec.seqlen, left_pad=args.train_left_pad,
@@ -300,7 +305,7 @@ def run_unit(spec: ModelSpec, impl: str, mode: str, device: torch.device, args) 
         return {**base, "tokens_per_s": None, "ms_per_step": None, "peak_mem_mb": None, "error": reason}
     try:
         if args.processes > 1:
-            return {**base, **in_processes(spec, impl, mode, device, args)}
+            return {**base, **in_fresh_process(spec, impl, mode, device, args, runs)}
         measure = train_record if mode == "train" else generate_record
         return {**base, **measure(spec, impl, device, args)}
     except Exception as exc:  # refused shape, missing backend, OOM: recorded, the run goes on
@@ -361,7 +366,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def main(argv=None) -> dict:
-    """Measure every (model, implementation, mode) in order, writing the JSON after each."""
+    """Measure every (model, implementation, mode) in order (with ``--processes``, once per
+    round), writing the JSON after each measurement."""
     args = parse_args(argv)
     import hf_stable_attn  # noqa: F401  (registers attn_implementation="stable_flash")
 
@@ -373,20 +379,34 @@ def main(argv=None) -> dict:
     head = runinfo.header("e2e", device, {k: v for k, v in vars(args).items() if k != "out"})
     path = runinfo.results_path(args.out_dir, head) if args.out is None else Path(args.out)
     budget = timing.Budget(args.time_budget_s)
-    records: list[dict] = []
+    # With --processes N, N rounds that each run every entry once in a fresh process: a slow
+    # stretch of the machine then falls on every entry, not on whichever ran during it.
+    jobs = [(round_, index) for round_ in range(args.processes) for index in range(len(units))]
+    runs: list[list[dict]] = [[] for _ in units]
+    by_unit: dict[int, dict] = {}
     last_s = 0.0
-    for index, (spec, impl, mode) in enumerate(units):
+
+    def save() -> tuple[list[dict], list[str]]:
+        records = [by_unit[i] for i in sorted(by_unit)]
+        not_run = [f"{s.name}/{impl}/{m}" for i, (s, impl, m) in enumerate(units) if i not in by_unit]
+        runinfo.write_results(path, head, records, elapsed_s=round(budget.elapsed(), 1), not_run=not_run)
+        return records, not_run
+
+    for round_, index in jobs:
+        if by_unit.get(index, {}).get("error"):
+            continue  # an entry that failed once is not run again
         if not budget.fits(last_s):
             break
+        spec, impl, mode = units[index]
         start = budget.elapsed()
-        records.append(run_unit(spec, impl, mode, device, args))
+        by_unit[index] = run_unit(spec, impl, mode, device, args, runs[index])
         last_s = budget.elapsed() - start
-        not_run = [f"{s.name}/{i}/{m}" for s, i, m in units[index + 1 :]]
-        runinfo.write_results(path, head, records, elapsed_s=round(budget.elapsed(), 1), not_run=not_run)
-        print(f"[{budget.elapsed():6.0f}s] {spec.name} {impl} {mode}: "
-              f"{records[-1].get('tokens_per_s') or records[-1].get('error')}", file=sys.stderr, flush=True)
-    not_run = [f"{s.name}/{i}/{m}" for s, i, m in units[len(records) :]]
-    runinfo.write_results(path, head, records, elapsed_s=round(budget.elapsed(), 1), not_run=not_run)
+        save()
+        tag = f" (process {round_ + 1}/{args.processes})" if args.processes > 1 else ""
+        print(f"[{budget.elapsed():6.0f}s] {spec.name} {impl} {mode}{tag}: "
+              f"{by_unit[index].get('tokens_per_s') or by_unit[index].get('error')}",
+              file=sys.stderr, flush=True)
+    records, not_run = save()
     failed = sum(1 for r in records if r.get("error"))
     print(f"e2e: {len(records)} records ({failed} errors), {len(not_run)} not run for time "
           f"in {budget.elapsed():.0f}s -> {path}")

@@ -279,6 +279,59 @@ def test_e2e_training_in_several_processes(tmp_path):
     assert "gpt2-tiny train `stable_flash` " + ", ".join(f"{t:.1f}" for t in times) in make_tables.render([str(out)])
 
 
+def _fake_processes(monkeypatch, failing=()):
+    """Replace the fresh processes of ``--processes`` by a stand-in that records the order of
+    the entries it is asked for and writes a record whose ms per step is 10 x its call number
+    (``failing`` implementations exit with status 1). Returns the list of calls."""
+    calls = []
+    real_run = subprocess.run
+
+    def run(cmd, **kwargs):
+        if "benchmarks.bench_e2e" not in cmd:  # git, asked for the results' header
+            return real_run(cmd, **kwargs)
+        impl = cmd[cmd.index("--impls") + 1]
+        calls.append(impl)
+        if impl in failing:
+            return subprocess.CompletedProcess(cmd, 1, "", "refused")
+        record = {"impl": impl, "ms_per_step": 10.0 * len(calls), "tokens_per_s": 1.0,
+                  "peak_mem_mb": None, "compile_s": 0.5, "loss": 1.0}
+        Path(cmd[cmd.index("--out") + 1]).write_text(json.dumps({"records": [record]}))
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(bench_e2e.subprocess, "run", run)
+    return calls
+
+
+def test_e2e_processes_run_in_rounds(tmp_path, monkeypatch):
+    """``--processes 2`` with two entries runs A, B, A, B, so that a slow stretch of the machine
+    falls on both; each record merges its own two processes."""
+    calls = _fake_processes(monkeypatch)
+    out = tmp_path / "e2e.json"
+    bench_e2e.main(["--device", "cpu", "--tiny", "--models", "gpt2-tiny", "--impls", "stable_flash",
+                    "sdpa", "--gen-impls", "none", "--processes", "2", "--out", str(out)])
+    assert calls == ["stable_flash", "sdpa", "stable_flash", "sdpa"]
+    by = {r["impl"]: r for r in json.loads(out.read_text())["records"]}
+    assert by["stable_flash"]["ms_per_step_processes"] == [10.0, 30.0]
+    assert by["sdpa"]["ms_per_step_processes"] == [20.0, 40.0]
+    assert by["sdpa"]["ms_per_step"] == 30.0
+    assert by["sdpa"]["tokens_per_s"] == pytest.approx(2 * 64 / 0.030)
+
+
+def test_e2e_a_failed_process_ends_its_entry(tmp_path, monkeypatch):
+    """An entry whose process fails records the error and is not run in later rounds; the
+    others go on."""
+    calls = _fake_processes(monkeypatch, failing=("sdpa",))
+    out = tmp_path / "e2e.json"
+    data = bench_e2e.main(["--device", "cpu", "--tiny", "--models", "gpt2-tiny", "--impls",
+                           "stable_flash", "sdpa", "--gen-impls", "none", "--processes", "2",
+                           "--out", str(out)])
+    assert calls == ["stable_flash", "sdpa", "stable_flash"]
+    by = {r["impl"]: r for r in data["records"]}
+    assert "exited with 1" in by["sdpa"]["error"] and by["sdpa"]["tokens_per_s"] is None
+    assert by["stable_flash"]["ms_per_step_processes"] == [10.0, 30.0]
+    assert data["not_run"] == []
+
+
 def test_e2e_generation_in_several_processes(tmp_path):
     """``--processes 2`` for a generation entry: median ms per new token over two processes, the
     latency and throughput from it; the processes get ``--gen-left-pad``."""
