@@ -194,7 +194,7 @@ def train_record(spec: ModelSpec, impl: str, device: torch.device, args) -> dict
 
 
 def in_fresh_process(spec: ModelSpec, impl: str, mode: str, device: torch.device, args,
-                 runs: list[dict]) -> dict:
+                     runs: list[dict]) -> dict:
     """``train_record`` or ``generate_record`` (``mode``) in one more fresh process, appended to
     ``runs`` (the entry's earlier processes), merged with them: the median of their
     ``ms_per_step`` (with the throughput and, for generation, the latency from it), the largest
