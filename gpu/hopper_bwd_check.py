@@ -6,9 +6,9 @@ Correctness: the flash rule for gradients (3x the plain-PyTorch error against fl
 lengths, GQA (with and without the group split), ``Sq != Sk`` both ways (causal rows that see no
 key), both dtypes, and Q/K/V in the (B, H, S, D) layout transposed, as Transformers passes them.
 Timing: ``do_bench`` medians of the whole backward (dQ, then dK/dV) with the Triton dK/dV and
-with each Gluon config, over ``--rounds`` rounds that each start at another variant
-(``benchmarks.timing.interleaved_medians``: session 19's runs, in one fixed order, measured the
-config timed first 2-7% slower whichever it was). Every head dim runs the Gluon kernel here,
+with each Gluon config (16384 tokens at each of ``--seqlens``), over ``--rounds`` rounds that
+each start at another variant (``benchmarks.timing.interleaved_medians``: session 19's runs, in
+one fixed order, measured the config timed first 2-7% slower whichever it was). Every head dim runs the Gluon kernel here,
 whether or not ``flash_bwd_hopper.FASTER`` routes it.
 """
 
@@ -131,6 +131,7 @@ def main() -> None:
     ap.add_argument("--budget-s", type=float, default=400)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--head-dims", type=int, nargs="+", default=[128, 64])
+    ap.add_argument("--seqlens", type=int, nargs="+", default=[4096])
     ap.add_argument("--timing-only", action="store_true")
     args = ap.parse_args()
     t0 = time.time()
@@ -144,10 +145,11 @@ def main() -> None:
             print(json.dumps(r), flush=True)
     save(result, args.out)
     shapes = []
-    for d in args.head_dims:
-        h = 16 if d == 128 else 32
-        shapes += [(4, 4096, h, h, d, False), (4, 4096, h, h, d, True),
-                   (4, 4096, h, h // 8, d, False), (4, 4096, h, h // 8, d, True)]
+    for s in args.seqlens:
+        for d in args.head_dims:
+            h, b = (16 if d == 128 else 32), 16384 // s
+            shapes += [(b, s, h, h, d, False), (b, s, h, h, d, True),
+                       (b, s, h, h // 8, d, False), (b, s, h, h // 8, d, True)]
     time_within_budget(shapes, lambda shape: timing(shape, CONFIGS[shape[4]], args.rounds),
                        result, args.out, args.budget_s, t0, ("shape", "tflops"))
     sys.exit(0 if all(c["ok"] for c in result["checks"]) else 1)

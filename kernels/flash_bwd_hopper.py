@@ -80,8 +80,8 @@ def _step(t, m, dk, dv, k, v, q_smem, do_smem, q_full, q_empty, do_full, do_empt
           op_layout: gl.constexpr, CAUSAL: gl.constexpr):
     """One query tile (rows ``m`` onwards) against this consumer's 64 keys, in the transposed
     orientation (scores (keys, queries)): returns the updated ``(dk, dv)`` accumulators. With
-    CAUSAL, key ``n`` counts for query row ``r`` where ``n <= r + diag`` (``diag`` large on
-    tiles below the diagonal: one step for both kinds of tile keeps the registers in bounds)."""
+    CAUSAL (the tiles the diagonal cuts), key ``n`` counts for query row ``r`` where
+    ``n <= r + diag``."""
     STAGES: gl.constexpr = q_smem.shape[0]
     TILE_M: gl.constexpr = q_smem.shape[1]
     slot = t % STAGES
@@ -159,10 +159,14 @@ def _consume(WG: gl.constexpr, k_desc, v_desc, q_base, do_base, lse_base, delta_
         for m in range(lo, mine, TILE_M):  # released unread
             release_slot(t, STAGES, q_full, q_empty, do_full, do_empty)
             t += 1
-        for m in range(mine, seqlen_q, TILE_M):
-            tile_diag = gl.where(m < full_lo, diag, seqlen_k)
-            dk, dv = _step(t, m, dk, dv, *consts, lse_h, delta_h, n0, seqlen_q, tile_diag,
-                           qk_scale, zero_s, s_layout, op_layout, CAUSAL)
+        if CAUSAL:  # the tiles cut by the diagonal, masked
+            for m in range(mine, gl.minimum(full_lo, seqlen_q), TILE_M):
+                dk, dv = _step(t, m, dk, dv, *consts, lse_h, delta_h, n0, seqlen_q, diag,
+                               qk_scale, zero_s, s_layout, op_layout, True)
+                t += 1
+        for m in range(full_lo, seqlen_q, TILE_M):  # every key visible: no mask
+            dk, dv = _step(t, m, dk, dv, *consts, lse_h, delta_h, n0, seqlen_q, diag,
+                           qk_scale, zero_s, s_layout, op_layout, False)
             t += 1
 
     rows = n0 + gl.arange(0, 64, layout=gl.SliceLayout(1, kv_layout))
@@ -347,11 +351,11 @@ def _dq_loader(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem,
 
 @gluon.jit
 def _dq_step(j, dq, q, do, k_smem, v_smem, k_full, k_empty, v_full, v_empty, lse2, delta,
-             rows, tile_diag, qk_scale, zero_s, s_layout: gl.constexpr,
+             rows, diag, qk_scale, zero_s, s_layout: gl.constexpr,
              op_layout: gl.constexpr, CAUSAL: gl.constexpr):
     """Key tile ``j`` against this consumer's 64 rows: returns the updated ``dq``. With
-    CAUSAL, key ``n`` counts for row ``r`` where ``n <= r + tile_diag`` (large below the
-    diagonal: one step for every tile keeps the registers in bounds)."""
+    CAUSAL (the tiles the diagonal cuts), key ``n`` counts for row ``r`` where
+    ``n <= r + diag``."""
     STAGES: gl.constexpr = k_smem.shape[0]
     TILE_N: gl.constexpr = k_smem.shape[1]
     slot = j % STAGES
@@ -366,7 +370,7 @@ def _dq_step(j, dq, q, do, k_smem, v_smem, k_full, k_empty, v_full, v_empty, lse
     p = gl.exp2(s * qk_scale - gl.expand_dims(lse2, 1))
     if CAUSAL:
         cols = j * TILE_N + gl.arange(0, TILE_N, layout=gl.SliceLayout(0, s_layout))
-        p = gl.where(gl.expand_dims(cols, 0) <= gl.expand_dims(rows + tile_diag, 1), p, 0.0)
+        p = gl.where(gl.expand_dims(cols, 0) <= gl.expand_dims(rows + diag, 1), p, 0.0)
     dp = warpgroup_mma_wait(0, deps=(dp_tok,))
     mbarrier.arrive(v_empty.index(slot), count=1)
     ds = p * (dp - gl.expand_dims(delta, 1))
@@ -417,16 +421,19 @@ def _dq_consume(WG: gl.constexpr, q_desc, do_desc, k_desc, v_desc, q_smem, do_sm
     if CAUSAL:
         hi = gl.maximum(gl.minimum(rows0 + 64 + diag, seqlen_k), 0)
         n_mine = gl.maximum(gl.cdiv(hi, TILE_N), 1)
-        n_full = gl.maximum(rows0 + diag + 1, 0) // TILE_N
+        n_full = gl.minimum(gl.maximum(rows0 + diag + 1, 0) // TILE_N, n_mine)
     q = q_smem.index(WG)
     do = do_smem.index(WG)
     zero_s = gl.zeros([64, TILE_N], gl.float32, layout=s_layout)
     dq = gl.zeros([64, HEAD_DIM], gl.float32, layout=dq_layout)
     mbarrier.wait(q_bars.index(WG), 0)
-    for j in range(n_mine):
-        tile_diag = gl.where(j < n_full, seqlen_k, diag)
+    for j in range(n_full):  # every key visible: no mask
         dq = _dq_step(j, dq, q, do, k_smem, v_smem, k_full, k_empty, v_full, v_empty, lse2,
-                      delta, rows, tile_diag, qk_scale, zero_s, s_layout, op_layout, CAUSAL)
+                      delta, rows, diag, qk_scale, zero_s, s_layout, op_layout, False)
+    if CAUSAL:  # the tiles cut by the diagonal, masked
+        for j in range(n_full, n_mine):
+            dq = _dq_step(j, dq, q, do, k_smem, v_smem, k_full, k_empty, v_full, v_empty,
+                          lse2, delta, rows, diag, qk_scale, zero_s, s_layout, op_layout, True)
     for j in range(n_mine, n_tiles):  # tiles only the other partition sees: release them
         release_slot(j, STAGES, k_full, k_empty, v_full, v_empty)
     gl.store(DQ + rows64 * stride_dqs + gl.expand_dims(cols_o, 0),
