@@ -133,6 +133,7 @@ def main() -> None:
     ap.add_argument("--head-dims", type=int, nargs="+", default=[128, 64])
     ap.add_argument("--seqlens", type=int, nargs="+", default=[4096])
     ap.add_argument("--timing-only", action="store_true")
+    ap.add_argument("--causal-only", action="store_true", help="time only causal shapes")
     args = ap.parse_args()
     t0 = time.time()
     result = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, checks=[],
@@ -148,8 +149,8 @@ def main() -> None:
     for s in args.seqlens:
         for d in args.head_dims:
             h, b = (16 if d == 128 else 32), 16384 // s
-            shapes += [(b, s, h, h, d, False), (b, s, h, h, d, True),
-                       (b, s, h, h // 8, d, False), (b, s, h, h // 8, d, True)]
+            shapes += [(b, s, h, hk, d, causal) for hk in (h, h // 8)
+                       for causal in ((True,) if args.causal_only else (False, True))]
     time_within_budget(shapes, lambda shape: timing(shape, CONFIGS[shape[4]], args.rounds),
                        result, args.out, args.budget_s, t0, ("shape", "tflops"))
     sys.exit(0 if all(c["ok"] for c in result["checks"]) else 1)
