@@ -47,7 +47,7 @@ def backward(dout, q, k, v, out, lse, causal, config, dq_config=None):
     m = flash_bwd_hopper
     saved = (m.HOPPER_CONFIGS[d], m.FASTER, m.DQ_CONFIGS[d], m.DQ_FASTER)
     both = {(d, False), (d, True)}
-    m.HOPPER_CONFIGS[d], m.FASTER = config, both
+    m.HOPPER_CONFIGS[d], m.FASTER = config, dict.fromkeys(both, 0)
     m.DQ_CONFIGS[d], m.DQ_FASTER = (dq_config, both) if dq_config else (saved[2], set())
     try:
         grads = flash_attn_bwd(dout, q, k, v, out, lse, **kw)

@@ -18,8 +18,8 @@ barrier, so one's elementwise work runs during the other's matrix products.
 
 Covers: dense ``(B, S, H, D)`` bf16/fp16, head dim 64 or 128, causal (bottom-right aligned) or
 not, GQA (a program sums its share of the group's query heads, as the Triton kernel), where
-``_common.tma_ready`` holds; ``routes`` takes the (head dim, causal) pairs measured faster
-(dK/dV: 128, and 64 without a causal mask; dQ: 128). Not: packed sequences, windows, softcap,
+``_common.tma_ready`` holds; ``routes`` takes the calls measured faster (dK/dV: 128, and 64
+without a causal mask, with one from 4096 query rows; dQ: 128). Not: packed sequences, windows, softcap,
 dropout, padding masks. Gluon does not run under the interpreter; the GPU suite tests these
 paths (``tests/gpu/test_hopper_backward.py``). HF_STABLE_ATTN_GLUON=0 turns them off.
 """
@@ -265,14 +265,15 @@ def _dkdv_ws_kernel(
 # 64-row ones by 11% not causal; 2 and 3 stages came within the runs' order bias of each other
 # at both head dims (the config timed first measured 2-6% slower in both runs), so 2.
 HOPPER_CONFIGS = {64: (2, 240, 128), 128: (2, 240, 64)}
-# (head dim, causal) where this kernel measured faster than the Triton dK/dV on an H100 (v20c,
-# S 4096, the whole backward): 128 both ways; 64 not causal (+12% MHA, +9% GQA 8:1), but not
-# causal 64 (-6% with 2 stages, -2% with 3; -1% after v29a in session 30), which stays on
-# Triton. Causal 64 with GQA returned other bits on some repeated calls until the loader waited
-# for the last head's copies before writing its descriptors (v30a, session 30:
-# gpu/dkdv_determinism.py, 0 of 390 calls against 7 of 390 before); a new route must pass that
-# script first.
-FASTER = {(128, False), (128, True), (64, False)}
+# Least query rows per (head dim, causal) from which this kernel measured faster than the
+# Triton dK/dV (the whole backward, S 4096 unless named): 128 both ways and 64 not causal from
+# any length (v20c, H100: D64 +12% MHA, +9% GQA 8:1); 64 causal from 4096 rows (session 32,
+# H200, after the mask left the tiles below the diagonal: +3% at 4096, +5% at 8192, -3% at
+# 2048; before, -6% to -1%). Causal 64 with GQA returned other bits on some repeated calls
+# until the loader waited for the last head's copies before writing its descriptors (v30a,
+# session 30: gpu/dkdv_determinism.py, 0 of 390 calls against 7 of 390 before); a new route
+# must pass that script first.
+FASTER = {(128, False): 0, (128, True): 0, (64, False): 0, (64, True): 4096}
 # The group split (``flash_bwd.group_splits``) of this kernel, which runs one program per SM:
 # programs per SM to reach without and with a causal mask, and at most this many splits.
 # Without a mask one wave suffices (equal programs; a split only adds fp32 partial sums); with
@@ -287,11 +288,13 @@ def routes(q, **features) -> tuple[bool, bool]:
     """Whether ``flash_bwd.flash_attn_bwd``'s dQ and its dK/dV go to this module's kernels: calls
     they cover (see the module docstring; ``features`` are
     ``flash_fwd_hopper.plain_dense_sm90``'s, ``tma_ok`` ``_common.tma_ready`` of the backward's
-    tensors) and measured faster on (``DQ_FASTER``, ``FASTER``: head dim and causal mask)."""
+    tensors) and measured faster on (``DQ_FASTER``: head dim and causal mask; ``FASTER``: the
+    same from its least query rows)."""
     if not flash_fwd_hopper.plain_dense_sm90(q, **features):
         return False, False
     route = (q.shape[-1], bool(features["causal"]))
-    return route in DQ_FASTER, route in FASTER
+    least = FASTER.get(route)
+    return route in DQ_FASTER, least is not None and q.shape[1] >= least
 
 
 def tile_record(head_dim: int) -> tuple[int, int, int, int, bool]:

@@ -90,12 +90,16 @@ def test_the_dq_kernel_follows_its_own_routes(sm90, monkeypatch):
     assert not flash_bwd_hopper.routes(_q(64), **{**BWD_COVERED, "causal": False})[0]
 
 
-def test_head_dim_64_takes_the_gluon_dkdv_only_without_a_causal_mask(sm90):
-    """Measured faster not causal, slower causal (kernel_notes v20c); its dQ stays Triton."""
-    assert flash_bwd_hopper.routes(_q(64), **{**BWD_COVERED, "causal": False})[1]
-    assert not flash_bwd_hopper.routes(_q(64), **BWD_COVERED)[1]
-    for causal in (False, True):
-        assert not flash_bwd_hopper.routes(_q(64), **{**BWD_COVERED, "causal": causal})[0]
+@pytest.mark.parametrize("seqlen, causal, gluon", [
+    (128, False, True), (2048, False, True), (2048, True, False), (4095, True, False),
+    (4096, True, True), (8192, True, True),
+])
+def test_head_dim_64_takes_the_gluon_dkdv_causal_only_from_4096_rows(sm90, seqlen, causal,
+                                                                      gluon):
+    """Measured faster not causal at any length (kernel_notes v20c), causal from 4096 rows
+    (session 32); its dQ stays Triton."""
+    call = {**BWD_COVERED, "causal": causal}
+    assert flash_bwd_hopper.routes(_q(64, seqlen), **call) == (False, gluon)
 
 
 @pytest.mark.parametrize("change", [
