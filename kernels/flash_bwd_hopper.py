@@ -19,13 +19,14 @@ barrier, so one's elementwise work runs during the other's matrix products.
 Covers: dense ``(B, S, H, D)`` bf16/fp16, head dim 64 or 128, causal (bottom-right aligned) or
 not, GQA (a program sums its share of the group's query heads, as the Triton kernel), where
 ``_common.tma_ready`` holds; ``routes`` takes the calls measured faster (dK/dV: 128, and 64
-without a causal mask, with one from 4096 query rows; dQ: 128). Not: packed sequences, windows, softcap,
+without a causal mask, with one from 4096 query rows under Triton 3.6; dQ: 128). Not: packed sequences, windows, softcap,
 dropout, padding masks. Gluon does not run under the interpreter; the GPU suite tests these
 paths (``tests/gpu/test_hopper_backward.py``). HF_STABLE_ATTN_GLUON=0 turns them off.
 """
 
 from __future__ import annotations
 
+import triton
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
@@ -265,15 +266,26 @@ def _dkdv_ws_kernel(
 # 64-row ones by 11% not causal; 2 and 3 stages came within the runs' order bias of each other
 # at both head dims (the config timed first measured 2-6% slower in both runs), so 2.
 HOPPER_CONFIGS = {64: (2, 240, 128), 128: (2, 240, 64)}
-# Least query rows per (head dim, causal) from which this kernel measured faster than the
-# Triton dK/dV (the whole backward, S 4096 unless named): 128 both ways and 64 not causal from
-# any length (v20c, H100: D64 +12% MHA, +9% GQA 8:1); 64 causal from 4096 rows (session 32,
-# H200, after the mask left the tiles below the diagonal: +3% at 4096, +5% at 8192, -3% at
-# 2048; before, -6% to -1%). Causal 64 with GQA returned other bits on some repeated calls
-# until the loader waited for the last head's copies before writing its descriptors (v30a,
-# session 30: gpu/dkdv_determinism.py, 0 of 390 calls against 7 of 390 before); a new route
-# must pass that script first.
-FASTER = {(128, False): 0, (128, True): 0, (64, False): 0, (64, True): 4096}
+
+
+def faster_routes(triton_version: str) -> dict[tuple[int, bool], int]:
+    """Least query rows per (head dim, causal) from which this kernel measured faster than the
+    Triton dK/dV (the whole backward, S 4096 unless named), under ``triton_version``: 128 both
+    ways and 64 not causal from any length (v20c, H100: D64 +12% MHA, +9% GQA 8:1); 64 causal
+    from 4096 rows under Triton 3.6 (session 32, H200, once the mask left the tiles below the
+    diagonal: +3% at 4096, +5% at 8192, -3% at 2048; before, -6% to -1%), but not under 3.9
+    (ptxas 13.4), where the Triton kernel stays 1-5% faster at 4096 (session 32, another H200).
+    Causal 64 with GQA returned other bits on some repeated calls until the loader waited for
+    the last head's copies before writing its descriptors (v30a, session 30:
+    gpu/dkdv_determinism.py, 0 of 390 calls against 7 of 390 before); a new route must pass
+    that script first."""
+    routes = {(128, False): 0, (128, True): 0, (64, False): 0}
+    if tuple(int(x) for x in triton_version.split(".")[:2]) < (3, 9):
+        routes[64, True] = 4096
+    return routes
+
+
+FASTER = faster_routes(triton.__version__)
 # The group split (``flash_bwd.group_splits``) of this kernel, which runs one program per SM:
 # programs per SM to reach without and with a causal mask, and at most this many splits.
 # Without a mask one wave suffices (equal programs; a split only adds fp32 partial sums); with

@@ -94,12 +94,23 @@ def test_the_dq_kernel_follows_its_own_routes(sm90, monkeypatch):
     (128, False, True), (2048, False, True), (2048, True, False), (4095, True, False),
     (4096, True, True), (8192, True, True),
 ])
-def test_head_dim_64_takes_the_gluon_dkdv_causal_only_from_4096_rows(sm90, seqlen, causal,
-                                                                      gluon):
+def test_head_dim_64_takes_the_gluon_dkdv_causal_only_from_4096_rows_under_triton_36(
+        sm90, monkeypatch, seqlen, causal, gluon):
     """Measured faster not causal at any length (kernel_notes v20c), causal from 4096 rows
-    (session 32); its dQ stays Triton."""
+    under Triton 3.6 (session 32); its dQ stays Triton."""
+    monkeypatch.setattr(flash_bwd_hopper, "FASTER", flash_bwd_hopper.faster_routes("3.6.0"))
     call = {**BWD_COVERED, "causal": causal}
     assert flash_bwd_hopper.routes(_q(64, seqlen), **call) == (False, gluon)
+
+
+@pytest.mark.parametrize("version", ["3.9.0", "3.10.1"])
+def test_head_dim_64_causal_stays_on_the_triton_dkdv_from_triton_39(sm90, monkeypatch, version):
+    """Under Triton 3.9 (ptxas 13.4) the Triton dK/dV measured faster at D64 causal (session
+    32); the other routes do not depend on the version."""
+    monkeypatch.setattr(flash_bwd_hopper, "FASTER", flash_bwd_hopper.faster_routes(version))
+    assert not flash_bwd_hopper.routes(_q(64, 8192), **BWD_COVERED)[1]
+    assert flash_bwd_hopper.routes(_q(64, 8192), **{**BWD_COVERED, "causal": False})[1]
+    assert flash_bwd_hopper.routes(_q(128, 8192), **BWD_COVERED)[1]
 
 
 @pytest.mark.parametrize("change", [

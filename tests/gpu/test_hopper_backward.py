@@ -117,7 +117,10 @@ def test_the_gluon_dkdv_routes_are_deterministic(case):
     """The backward promises bit-equal gradients from call to call (no atomics); the Gluon
     kernel's loader and consumers hand shared memory over through mbarriers, so a wrong phase
     would show here as a call that differs."""
-    assert case[1] >= flash_bwd_hopper.FASTER[(case[4], case[5])]
+    least = flash_bwd_hopper.FASTER.get((case[4], case[5]))
+    if least is None:
+        pytest.skip("not a route under this Triton (flash_bwd_hopper.faster_routes)")
+    assert case[1] >= least
     _equal_bits_on_repeats(case, repeats=8)
 
 
