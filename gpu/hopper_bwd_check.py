@@ -8,8 +8,8 @@ key), both dtypes, and Q/K/V in the (B, H, S, D) layout transposed, as Transform
 Timing: ``do_bench`` medians of the whole backward (dQ, then dK/dV) with the Triton dK/dV and
 with each Gluon config (16384 tokens at each of ``--seqlens``), over ``--rounds`` rounds that
 each start at another variant (``benchmarks.timing.interleaved_medians``: session 19's runs, in
-one fixed order, measured the config timed first 2-7% slower whichever it was). Every head dim runs the Gluon kernel here,
-whether or not ``flash_bwd_hopper.FASTER`` routes it.
+one fixed order, measured the config timed first 2-7% slower whichever it was). Every head dim
+runs the Gluon kernel here, whether or not ``flash_bwd_hopper.FASTER`` routes it.
 """
 
 from __future__ import annotations
