@@ -305,9 +305,14 @@ def routes(q, **features) -> tuple[bool, bool]:
     same from its least query rows)."""
     if not flash_fwd_hopper.plain_dense_sm90(q, **features):
         return False, False
-    route = (q.shape[-1], bool(features["causal"]))
-    least = FASTER.get(route)
-    return route in DQ_FASTER, least is not None and q.shape[1] >= least
+    head_dim, causal = q.shape[-1], bool(features["causal"])
+    return (head_dim, causal) in DQ_FASTER, dkdv_faster(head_dim, causal, q.shape[1])
+
+
+def dkdv_faster(head_dim: int, causal: bool, query_rows: int) -> bool:
+    """Whether ``FASTER`` routes a covered call with these features to the Gluon dK/dV."""
+    least = FASTER.get((head_dim, causal))
+    return least is not None and query_rows >= least
 
 
 def tile_record(head_dim: int) -> tuple[int, int, int, int, bool]:
