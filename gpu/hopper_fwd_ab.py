@@ -4,9 +4,10 @@ and timed, beside the Triton forward (H100/H200).
 
 Run: ``PYTHONPATH=$PWD python gpu/hopper_fwd_ab.py --base old_flash_fwd_hopper.py --out r.json``
 (``git show REV:kernels/flash_fwd_hopper.py > old_flash_fwd_hopper.py`` makes the base).
-Checks: output and lse of both versions equal (``torch.equal``) on random inputs (odd lengths,
-GQA, ``Sq != Sk``, both dtypes, fix on and off), on rows tied across key tiles and with an
-attention sink (``sink_inputs``). Timing: as ``hopper_fwd_check``'s (``interleaved_medians``,
+The package's version runs with one program per query tile (``new``) and persistent
+(``new_persistent``, one program per SM). Checks: output and lse of both versions equal
+(``torch.equal``) on random inputs (odd lengths, GQA, ``Sq != Sk``, both dtypes, fix on and
+off), on rows tied across key tiles and with an attention sink (``sink_inputs``). Timing: as ``hopper_fwd_check``'s (``interleaved_medians``,
 16384 tokens per batch), each version at its own ``HOPPER_CONFIGS`` entry, on random inputs or
 (``--inputs sink``) with a sink; ``triton_config`` names the tile config the Triton forward ran.
 """
@@ -40,19 +41,25 @@ def load_base(path: str):
     return module
 
 
-def call(module, q, k, v, causal, params):
-    """``module``'s Gluon forward (``tma_ready`` first: it sets Triton's scratch allocator)."""
+def call(module, q, k, v, causal, params, **launch):
+    """``module``'s Gluon forward (``tma_ready`` first: it sets Triton's scratch allocator);
+    ``launch``: keywords only the package's version takes (``persistent``)."""
     assert tma_ready(max(q.shape[1], k.shape[1]), q, k, v)
     return module.flash_attn_fwd_hopper(q, k, v, softmax_scale=q.shape[-1] ** -0.5,
-                                        causal=causal, **fix_kwargs(params))
+                                        causal=causal, **fix_kwargs(params), **launch)
 
 
 def equal_check(base, label, q, k, v, causal, params):
-    out, lse = call(flash_fwd_hopper, q, k, v, causal, params)
+    """The package's forward, with one program per query tile and persistent, against the
+    base's, bit for bit."""
     ref_out, ref_lse = call(base, q, k, v, causal, params)
-    return dict(case=label, causal=causal, stabilize=params.stabilize,
-                ok=bool(torch.equal(out, ref_out) and torch.equal(lse, ref_lse)
-                        and not torch.isnan(out).any()))
+    ok = {}
+    for persistent in (False, True):
+        out, lse = call(flash_fwd_hopper, q, k, v, causal, params, persistent=persistent)
+        ok[persistent] = bool(torch.equal(out, ref_out) and torch.equal(lse, ref_lse)
+                              and not torch.isnan(out).any())
+    return dict(case=label, causal=causal, stabilize=params.stabilize, ok=all(ok.values()),
+                ok_persistent=ok[True], ok_per_tile=ok[False])
 
 
 # The last of hopper_fwd_check's cases swapped for one that runs 64 key tiles per row.
@@ -95,7 +102,9 @@ def timing(base, shape, rounds, make_inputs=inputs):
     params = shift_params(torch.bfloat16, stabilize=stabilize)
     fns = {"triton": lambda: triton_call(q, k, v, causal, params),
            "base": lambda: call(base, q, k, v, causal, params),
-           "new": lambda: call(flash_fwd_hopper, q, k, v, causal, params)}
+           "new": lambda: call(flash_fwd_hopper, q, k, v, causal, params, persistent=False),
+           "new_persistent": lambda: call(flash_fwd_hopper, q, k, v, causal, params,
+                                          persistent=True)}
     return timed_record(shape, fns, rounds, q.device)
 
 
@@ -107,6 +116,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--head-dims", type=int, nargs="+", default=[64, 128])
     ap.add_argument("--seqlens", type=int, nargs="+", default=[4096, 8192, 2048])
+    ap.add_argument("--causal", choices=("both", "true", "false"), default="both")
     ap.add_argument("--inputs", choices=("random", "sink"), default="random",
                     help="timing inputs: random normal, or with an attention sink at key 0")
     args = ap.parse_args()
@@ -120,7 +130,8 @@ def main() -> None:
     shapes = [(16384 // s, s, 16 if d == 128 else 32, h_kv, d, causal, stabilize)
               for s in args.seqlens for d in args.head_dims
               for h_kv in ((16, 2) if d == 128 else (32, 4))
-              for causal in (False, True) for stabilize in (True, False)]
+              for causal in {"both": (False, True), "true": (True,), "false": (False,)}[args.causal]
+              for stabilize in (True, False)]
     make_inputs = sink_inputs if args.inputs == "sink" else inputs
     result["inputs"] = args.inputs
     time_within_budget(shapes, lambda shape: timing(base, shape, args.rounds, make_inputs),

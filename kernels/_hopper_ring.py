@@ -20,16 +20,29 @@ HEAD_GROUP = gl.constexpr(8)  # as _common.scheduled_tile
 
 
 @gluon.jit
+def ranked_tile(rank, num_tiles, num_columns, group, CAUSAL: gl.constexpr):
+    """The ``(tile, column)`` (query tile, batch-head) of the ``rank``-th unit of work in a grid of
+    ``num_tiles`` x ``num_columns``, ranks counting tiles fastest: a Gluon form of
+    ``_common.scheduled_tile``. Causal: each group of ``group`` columns runs its last (heaviest)
+    query tile first."""
+    tile = rank % num_tiles
+    column = rank // num_tiles
+    if CAUSAL:
+        first = (rank // (group * num_tiles)) * group
+        size = gl.minimum(num_columns - first, group)
+        within = rank - first * num_tiles
+        tile = num_tiles - 1 - within // size
+        column = first + within % size
+    return tile, column
+
+
+@gluon.jit
 def heaviest_first(tile, column):
-    """``_common.scheduled_tile`` for Gluon grids (a Gluon kernel cannot call Triton's): the
-    program's ``(tile, column)`` so that each group of ``HEAD_GROUP`` columns (batch-heads)
-    runs its last (heaviest causal) query tile first."""
+    """``ranked_tile`` of a program in a causal grid (query tiles, columns), in groups of
+    ``HEAD_GROUP`` columns."""
     num_tiles = gl.num_programs(0)
-    pid = column * num_tiles + tile
-    first = (pid // (HEAD_GROUP * num_tiles)) * HEAD_GROUP
-    size = gl.minimum(gl.num_programs(1) - first, HEAD_GROUP)
-    rank = pid - first * num_tiles
-    return num_tiles - 1 - rank // size, first + rank % size
+    return ranked_tile(column * num_tiles + tile, num_tiles, gl.num_programs(1), HEAD_GROUP,
+                       True)
 
 
 @gluon.jit

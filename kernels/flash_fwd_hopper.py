@@ -38,7 +38,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 from ._common import COMPILE_OPTIONS, LN2, LOG2E, ceil_div
 from ._hopper_ring import (
-    flag_barriers, key_tiles, load_slot, query_tile, release_slot, ring_barriers, tma_load,
+    HEAD_GROUP, flag_barriers, key_tiles, load_slot, ranked_tile, release_slot, ring_barriers,
+    tma_load,
 )
 
 ONE_BITS = gl.constexpr(0x3F800000)  # 1.0f as int32
@@ -134,36 +135,110 @@ def _pass_turn(turns, WG: gl.constexpr):
 
 
 @gluon.jit
-def _loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, v_full,
-            v_empty, turns, O, LSE, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, b64,
-            h, start_m, seqlen_q, seqlen_k, n_tiles, diag, qk_scale, beta, tie_window, min_gap,
-            max_gap):
-    """The load partition: the query tile's part of each consumer, then K and V tile by tile
-    into the ring, each slot once every consumer has released it."""
-    BLOCK_N: gl.constexpr = k_smem.shape[1]
-    CONSUMERS: gl.constexpr = q_smem.shape[0]
-    for wg in gl.static_range(CONSUMERS):
-        mbarrier.expect(q_bars.index(wg), q_desc.block_type.nbytes)
-        tma_load(q_desc, [start_m + wg * 64, 0], q_bars.index(wg), q_smem.index(wg))
-    for j in range(n_tiles):
-        load_slot(j, j * BLOCK_N, k_desc, v_desc, k_smem, v_smem, k_full, k_empty, v_full,
-                  v_empty)
+def _work_unit(rank, num_tiles_m, num_columns, order_group, num_heads_q, heads_per_kv,
+               CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr):
+    """The ``rank``-th query tile of the launch (``ranked_tile``'s order): ``(start_m, batch
+    (int64), query head, KV head)``."""
+    tile, column = ranked_tile(rank, num_tiles_m, num_columns, order_group, CAUSAL)
+    h = column % num_heads_q
+    return tile * BLOCK_M, (column // num_heads_q).to(gl.int64), h, h // heads_per_kv
 
 
 @gluon.jit
-def _consume(WG: gl.constexpr, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, v_full, v_empty,
-             turns, O, LSE, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, b64, h, start_m,
-             seqlen_q, seqlen_k, n_tiles, diag, qk_scale, beta, tie_window, min_gap, max_gap):
-    """One consumer partition (4 warps): query rows ``start_m + 64 WG`` onwards. (The
-    compile-time sizes come from the buffers' shapes and the switches from ``q_bars``' length,
-    CONSUMERS + STABILIZE + 2 CAUSAL: warp_specialize passes its arguments as run-time values.)"""
+def _loader(Q, K, V, O, LSE, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh,
+            stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
+            stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full,
+            v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
+            num_columns, order_group, qk_scale, beta, tie_window, min_gap, max_gap):
+    """The load partition, query tile by query tile of this program: each consumer's part of
+    the tile once that consumer has released its last one, then K and V tile by tile into the
+    ring, each slot once every consumer has released it."""
+    CONSUMERS: gl.constexpr = q_smem.shape[0]
+    STAGES: gl.constexpr = k_smem.shape[0]
+    BLOCK_N: gl.constexpr = k_smem.shape[1]
+    HEAD_DIM: gl.constexpr = k_smem.shape[2]
+    CAUSAL: gl.constexpr = q_full.shape[0] - CONSUMERS >= 2
+    diag = seqlen_k - seqlen_q
+    t = 0  # ring fills so far
+    i = 0  # query tiles so far
+    for rank in range(gl.program_id(0), num_tiles_m * num_columns, gl.num_programs(0)):
+        start_m, b64, h, hk = _work_unit(rank, num_tiles_m, num_columns, order_group,
+                                         num_heads_q, heads_per_kv, CAUSAL, 64 * CONSUMERS)
+        # The tile's descriptors are written over the last tile's (one scratch slot per call
+        # site), and a TMA copy reads its descriptor while in flight: wait until the last
+        # tile's copies (its query parts, its last STAGES fills) have landed.
+        if i > 0:
+            for wg in gl.static_range(CONSUMERS):
+                mbarrier.wait(q_full.index(wg), (i - 1) & 1)
+            for u in range(gl.maximum(t - STAGES, 0), t):
+                mbarrier.wait(k_full.index(u % STAGES), (u // STAGES) & 1)
+                mbarrier.wait(v_full.index(u % STAGES), (u // STAGES) & 1)
+        q_desc = tma.make_tensor_descriptor(Q + b64 * stride_qb + h * stride_qh,
+                                            [seqlen_q, HEAD_DIM], [stride_qs, 1], [64, HEAD_DIM],
+                                            q_smem.layout)
+        k_desc = tma.make_tensor_descriptor(K + b64 * stride_kb + hk * stride_kh,
+                                            [seqlen_k, HEAD_DIM], [stride_ks, 1],
+                                            [BLOCK_N, HEAD_DIM], k_smem.layout)
+        v_desc = tma.make_tensor_descriptor(V + b64 * stride_vb + hk * stride_vh,
+                                            [seqlen_k, HEAD_DIM], [stride_vs, 1],
+                                            [BLOCK_N, HEAD_DIM], v_smem.layout)
+        for wg in gl.static_range(CONSUMERS):
+            mbarrier.wait(q_empty.index(wg), (i & 1) ^ 1)
+            mbarrier.expect(q_full.index(wg), q_desc.block_type.nbytes)
+            tma_load(q_desc, [start_m + wg * 64, 0], q_full.index(wg), q_smem.index(wg))
+        n_tiles = key_tiles(start_m, diag, seqlen_k, BLOCK_N, CAUSAL, 64 * CONSUMERS)
+        for j in range(n_tiles):
+            load_slot(t + j, j * BLOCK_N, k_desc, v_desc, k_smem, v_smem, k_full, k_empty,
+                      v_full, v_empty)
+        t += n_tiles
+        i += 1
+
+
+@gluon.jit
+def _consume(WG: gl.constexpr, Q, K, V, O, LSE, stride_qb, stride_qs, stride_qh, stride_kb,
+             stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os,
+             stride_oh, stride_lb, stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full,
+             k_empty, v_full, v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv,
+             num_tiles_m, num_columns, order_group, qk_scale, beta, tie_window, min_gap,
+             max_gap):
+    """One consumer partition (4 warps): for each query tile of this program, its rows
+    ``start_m + 64 WG`` onwards (``_consume_tile``). (The compile-time switches come from
+    ``q_full``'s length, CONSUMERS + STABILIZE + 2 CAUSAL: warp_specialize passes its arguments
+    as run-time values.)"""
+    CONSUMERS: gl.constexpr = q_smem.shape[0]
+    BLOCK_N: gl.constexpr = k_smem.shape[1]
+    CAUSAL: gl.constexpr = q_full.shape[0] - CONSUMERS >= 2
+    diag = seqlen_k - seqlen_q
+    consts = (seqlen_k, diag, qk_scale, beta, tie_window, min_gap, max_gap)
+    t = 0  # ring slots so far (the loader's fills)
+    i = 0  # query tiles so far
+    for rank in range(gl.program_id(0), num_tiles_m * num_columns, gl.num_programs(0)):
+        start_m, b64, h, hk = _work_unit(rank, num_tiles_m, num_columns, order_group,
+                                         num_heads_q, heads_per_kv, CAUSAL, 64 * CONSUMERS)
+        n_tiles = key_tiles(start_m, diag, seqlen_k, BLOCK_N, CAUSAL, 64 * CONSUMERS)
+        # Every query tile takes n_tiles + 1 turns, so this one's first turn is t + i.
+        _consume_tile(WG, t, t + i, i & 1, n_tiles, q_smem, k_smem, v_smem, q_full, q_empty,
+                      k_full, k_empty, v_full, v_empty, turns, O, LSE, stride_ob, stride_os,
+                      stride_oh, stride_lb, stride_lh, b64, h, start_m, seqlen_q, *consts)
+        t += n_tiles
+        i += 1
+
+
+@gluon.jit
+def _consume_tile(WG: gl.constexpr, t0, k0, q_phase, n_tiles, q_smem, k_smem, v_smem, q_full,
+                  q_empty, k_full, k_empty, v_full, v_empty, turns, O, LSE, stride_ob,
+                  stride_os, stride_oh, stride_lb, stride_lh, b64, h, start_m, seqlen_q,
+                  seqlen_k, diag, qk_scale, beta, tie_window, min_gap, max_gap):
+    """Query rows ``start_m + 64 WG`` onwards against the ``n_tiles`` key tiles the loader
+    fills into ring slots ``t0`` onwards (this consumer reads those its rows see and releases
+    the rest); ``k0`` is the tile's first turn, ``q_phase`` the query part's."""
     BLOCK_M: gl.constexpr = 64
     CONSUMERS: gl.constexpr = q_smem.shape[0]
     STAGES: gl.constexpr = k_smem.shape[0]
     BLOCK_N: gl.constexpr = k_smem.shape[1]
     HEAD_DIM: gl.constexpr = k_smem.shape[2]
-    STABILIZE: gl.constexpr = (q_bars.shape[0] - CONSUMERS) % 2 == 1
-    CAUSAL: gl.constexpr = q_bars.shape[0] - CONSUMERS >= 2
+    STABILIZE: gl.constexpr = (q_full.shape[0] - CONSUMERS) % 2 == 1
+    CAUSAL: gl.constexpr = q_full.shape[0] - CONSUMERS >= 2
     dtype: gl.constexpr = q_smem.dtype
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16])
@@ -189,14 +264,14 @@ def _consume(WG: gl.constexpr, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, 
     n_mine = gl.maximum(gl.cdiv(hi, BLOCK_N), 1)
     n_full = gl.maximum(full_hi // BLOCK_N, 1)
 
-    mbarrier.wait(q_bars.index(WG), 0)
-    mbarrier.wait(k_full.index(0), 0)
-    _take_turn(turns, WG, 0)
-    s_tok = warpgroup_mma(q, k_smem.index(0).permute((1, 0)), zero_s, use_acc=False,
+    mbarrier.wait(q_full.index(WG), q_phase)
+    mbarrier.wait(k_full.index(t0 % STAGES), (t0 // STAGES) & 1)
+    _take_turn(turns, WG, k0)
+    s_tok = warpgroup_mma(q, k_smem.index(t0 % STAGES).permute((1, 0)), zero_s, use_acc=False,
                           is_async=True)
     _pass_turn(turns, WG)
     s = warpgroup_mma_wait(0, deps=(s_tok,))
-    mbarrier.arrive(k_empty.index(0), count=1)
+    mbarrier.arrive(k_empty.index(t0 % STAGES), count=1)
     p, alpha, m1, tied, shift, l_i = _softmax(s, m1, tied, shift, l_i, 0, rows0, *consts,
                                               s_layout, True, CAUSAL, STABILIZE, BLOCK_M,
                                               BLOCK_N)
@@ -204,25 +279,26 @@ def _consume(WG: gl.constexpr, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, 
     acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
     for j in range(1, n_full):
         acc, p_op, m1, tied, shift, l_i = _step(
-            j, acc, p_op, m1, tied, shift, l_i, q, k_smem, v_smem, k_full, k_empty, v_full,
-            v_empty, turns, zero_s, rows0, *consts, s_layout, row_o, p_layout, WG, False,
-            CAUSAL, STABILIZE, BLOCK_M, BLOCK_N, STAGES)
+            j, t0, k0, acc, p_op, m1, tied, shift, l_i, q, k_smem, v_smem, k_full, k_empty,
+            v_full, v_empty, turns, zero_s, rows0, *consts, s_layout, row_o, p_layout, WG,
+            False, CAUSAL, STABILIZE, BLOCK_M, BLOCK_N, STAGES)
     for j in range(n_full, n_mine):
         acc, p_op, m1, tied, shift, l_i = _step(
-            j, acc, p_op, m1, tied, shift, l_i, q, k_smem, v_smem, k_full, k_empty, v_full,
-            v_empty, turns, zero_s, rows0, *consts, s_layout, row_o, p_layout, WG, True,
-            CAUSAL, STABILIZE, BLOCK_M, BLOCK_N, STAGES)
-    last = n_mine - 1
+            j, t0, k0, acc, p_op, m1, tied, shift, l_i, q, k_smem, v_smem, k_full, k_empty,
+            v_full, v_empty, turns, zero_s, rows0, *consts, s_layout, row_o, p_layout, WG,
+            True, CAUSAL, STABILIZE, BLOCK_M, BLOCK_N, STAGES)
+    mbarrier.arrive(q_empty.index(WG), count=1)  # every Q K^T of the tile has completed
+    last = t0 + n_mine - 1
     mbarrier.wait(v_full.index(last % STAGES), (last // STAGES) & 1)
-    _take_turn(turns, WG, n_mine)
+    _take_turn(turns, WG, k0 + n_mine)
     acc_tok = warpgroup_mma(p_op, v_smem.index(last % STAGES), acc, is_async=True)
     _pass_turn(turns, WG)
     acc = warpgroup_mma_wait(0, deps=(acc_tok,))
     mbarrier.arrive(v_empty.index(last % STAGES), count=1)
     for j in range(n_mine, n_tiles):  # tiles only later partitions see: release them (and
-        _take_turn(turns, WG, j + 1)  # pass the turns they issue products in)
+        _take_turn(turns, WG, k0 + j + 1)  # pass the turns they issue products in)
         _pass_turn(turns, WG)
-        release_slot(j, STAGES, k_full, k_empty, v_full, v_empty)
+        release_slot(t0 + j, STAGES, k_full, k_empty, v_full, v_empty)
 
     l_o = gl.convert_layout(l_i, row_o)
     has_keys = l_o > 0.0
@@ -241,27 +317,29 @@ def _consume(WG: gl.constexpr, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, 
 
 
 @gluon.jit
-def _step(j, acc, p_op, m1, tied, shift, l_i, q, k_smem, v_smem, k_full, k_empty, v_full,
-          v_empty, turns, zero_s, rows0, seqlen_k, diag, qk_scale, beta, tie_window, min_gap,
-          max_gap, s_layout: gl.constexpr, row_o: gl.constexpr, p_layout: gl.constexpr,
-          WG: gl.constexpr, MASKED: gl.constexpr, CAUSAL: gl.constexpr,
-          STABILIZE: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-          STAGES: gl.constexpr):
-    """v19a's step with the ring's slots released to the loader as their readers finish; the
-    two matrix products are this consumer's turn ``j`` (``_take_turn``)."""
+def _step(j, t0, k0, acc, p_op, m1, tied, shift, l_i, q, k_smem, v_smem, k_full, k_empty,
+          v_full, v_empty, turns, zero_s, rows0, seqlen_k, diag, qk_scale, beta, tie_window,
+          min_gap, max_gap, s_layout: gl.constexpr, row_o: gl.constexpr,
+          p_layout: gl.constexpr, WG: gl.constexpr, MASKED: gl.constexpr,
+          CAUSAL: gl.constexpr, STABILIZE: gl.constexpr, BLOCK_M: gl.constexpr,
+          BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
+    """v19a's step on the tile's key tile ``j`` (ring slot ``t0 + j``) with the ring's slots
+    released to the loader as their readers finish; the two matrix products are this
+    consumer's turn ``k0 + j`` (``_take_turn``)."""
     PINGPONG: gl.constexpr = turns.shape[0] > 1
-    slot = j % STAGES
-    prev = (j - 1) % STAGES
-    mbarrier.wait(k_full.index(slot), (j // STAGES) & 1)
+    u = t0 + j
+    slot = u % STAGES
+    prev = (u - 1) % STAGES
+    mbarrier.wait(k_full.index(slot), (u // STAGES) & 1)
     # With ping-pong both tiles are waited for before the turn (measured 1-3.5% faster without
     # a causal mask, 1% slower with one, session 26); without it V's wait follows Q K^T's issue.
     if PINGPONG:
-        mbarrier.wait(v_full.index(prev), ((j - 1) // STAGES) & 1)
-    _take_turn(turns, WG, j)
+        mbarrier.wait(v_full.index(prev), ((u - 1) // STAGES) & 1)
+    _take_turn(turns, WG, k0 + j)
     s_tok = warpgroup_mma(q, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False,
                           is_async=True)
     if not PINGPONG:
-        mbarrier.wait(v_full.index(prev), ((j - 1) // STAGES) & 1)
+        mbarrier.wait(v_full.index(prev), ((u - 1) // STAGES) & 1)
     acc_tok = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
     _pass_turn(turns, WG)
     s = warpgroup_mma_wait(1, deps=(s_tok,))
@@ -277,33 +355,42 @@ def _step(j, acc, p_op, m1, tied, shift, l_i, q, k_smem, v_smem, k_full, k_empty
 
 
 @gluon.jit
-def _consumer0(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, v_full,
-               v_empty, turns, O, LSE, stride_ob, stride_os, stride_oh, stride_lb, stride_lh,
-               b64, h, start_m, seqlen_q, seqlen_k, n_tiles, diag, qk_scale, beta, tie_window,
-               min_gap, max_gap):
-    _consume(0, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, v_full, v_empty, turns, O,
-             LSE, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, b64, h, start_m,
-             seqlen_q, seqlen_k, n_tiles, diag, qk_scale, beta, tie_window, min_gap, max_gap)
+def _consumer0(Q, K, V, O, LSE, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh,
+               stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
+               stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full,
+               v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
+               num_columns, order_group, qk_scale, beta, tie_window, min_gap, max_gap):
+    _consume(0, Q, K, V, O, LSE, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh,
+             stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
+             stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full, v_empty,
+             turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m, num_columns,
+             order_group, qk_scale, beta, tie_window, min_gap, max_gap)
 
 
 @gluon.jit
-def _consumer1(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, v_full,
-               v_empty, turns, O, LSE, stride_ob, stride_os, stride_oh, stride_lb, stride_lh,
-               b64, h, start_m, seqlen_q, seqlen_k, n_tiles, diag, qk_scale, beta, tie_window,
-               min_gap, max_gap):
-    _consume(1, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, v_full, v_empty, turns, O,
-             LSE, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, b64, h, start_m,
-             seqlen_q, seqlen_k, n_tiles, diag, qk_scale, beta, tie_window, min_gap, max_gap)
+def _consumer1(Q, K, V, O, LSE, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh,
+               stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
+               stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full,
+               v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
+               num_columns, order_group, qk_scale, beta, tie_window, min_gap, max_gap):
+    _consume(1, Q, K, V, O, LSE, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh,
+             stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
+             stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full, v_empty,
+             turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m, num_columns,
+             order_group, qk_scale, beta, tie_window, min_gap, max_gap)
 
 
 @gluon.jit
-def _consumer2(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, v_full,
-               v_empty, turns, O, LSE, stride_ob, stride_os, stride_oh, stride_lb, stride_lh,
-               b64, h, start_m, seqlen_q, seqlen_k, n_tiles, diag, qk_scale, beta, tie_window,
-               min_gap, max_gap):
-    _consume(2, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, v_full, v_empty, turns, O,
-             LSE, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, b64, h, start_m,
-             seqlen_q, seqlen_k, n_tiles, diag, qk_scale, beta, tie_window, min_gap, max_gap)
+def _consumer2(Q, K, V, O, LSE, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh,
+               stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
+               stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full,
+               v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
+               num_columns, order_group, qk_scale, beta, tie_window, min_gap, max_gap):
+    _consume(2, Q, K, V, O, LSE, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh,
+             stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
+             stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full, v_empty,
+             turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m, num_columns,
+             order_group, qk_scale, beta, tie_window, min_gap, max_gap)
 
 
 @gluon.jit
@@ -314,40 +401,35 @@ def _fwd_ws_kernel(
     stride_vb, stride_vs, stride_vh,
     stride_ob, stride_os, stride_oh,
     stride_lb, stride_lh,
-    seqlen_q, seqlen_k, num_heads_q, group,
+    seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m, num_columns, order_group,
     qk_scale, beta, tie_window, min_gap, max_gap,
     CAUSAL: gl.constexpr, STABILIZE: gl.constexpr, HEAD_DIM: gl.constexpr,
     BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr,
     CONSUMERS: gl.constexpr, PINGPONG: gl.constexpr, num_warps: gl.constexpr,
 ):
+    """Grid (programs,): program ``p`` computes query tiles ``p``, ``p + programs``, .. in
+    ``ranked_tile``'s order (one each when there are as many programs as tiles; fewer
+    programs keep the loader filling the next tile's ring while the consumers finish one)."""
     dtype: gl.constexpr = Q.dtype.element_ty
     q_shared: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, HEAD_DIM], dtype)
     kv_shared: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
-    BLOCK_M: gl.constexpr = 64 * CONSUMERS
-    start_m, b64, h, hk = query_tile(num_heads_q, group, CAUSAL, BLOCK_M)
-    q_desc = tma.make_tensor_descriptor(Q + b64 * stride_qb + h * stride_qh, [seqlen_q, HEAD_DIM],
-                                        [stride_qs, 1], [64, HEAD_DIM], q_shared)
-    k_desc = tma.make_tensor_descriptor(K + b64 * stride_kb + hk * stride_kh, [seqlen_k, HEAD_DIM],
-                                        [stride_ks, 1], [BLOCK_N, HEAD_DIM], kv_shared)
-    v_desc = tma.make_tensor_descriptor(V + b64 * stride_vb + hk * stride_vh, [seqlen_k, HEAD_DIM],
-                                        [stride_vs, 1], [BLOCK_N, HEAD_DIM], kv_shared)
-    diag = seqlen_k - seqlen_q
-    n_tiles = key_tiles(start_m, diag, seqlen_k, BLOCK_N, CAUSAL, BLOCK_M)
-
     q_smem = gl.allocate_shared_memory(dtype, [CONSUMERS, 64, HEAD_DIM], q_shared)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_shared)
     v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_shared)
-    # The partitions read STABILIZE and CAUSAL from q_bars' length (CONSUMERS + STABILIZE
-    # + 2 CAUSAL): warp_specialize passes its arguments as run-time values.
+    # The partitions read STABILIZE and CAUSAL from q_full's length (CONSUMERS + STABILIZE
+    # + 2 CAUSAL; the extra barriers are unused): warp_specialize passes its arguments as
+    # run-time values.
     N_QBARS: gl.constexpr = CONSUMERS + (1 if STABILIZE else 0) + (2 if CAUSAL else 0)
-    q_bars = flag_barriers(N_QBARS)
+    q_full = flag_barriers(N_QBARS)
+    q_empty = flag_barriers(CONSUMERS)
     k_full, k_empty, v_full, v_empty = ring_barriers(STAGES, CONSUMERS)
     turns = flag_barriers(CONSUMERS if PINGPONG else 1)  # one barrier: no ping-pong
 
-    args = (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_full, k_empty, v_full,
-            v_empty, turns, O, LSE, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, b64,
-            h, start_m, seqlen_q, seqlen_k, n_tiles, diag, qk_scale, beta, tie_window, min_gap,
-            max_gap)
+    args = (Q, K, V, O, LSE, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh,
+            stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
+            stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full,
+            v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
+            num_columns, order_group, qk_scale, beta, tie_window, min_gap, max_gap)
     if CONSUMERS == 3:
         gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_consumer2, args),
                             (_loader, args)], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, 24])
@@ -369,6 +451,8 @@ HOPPER_CONFIGS = {64: (128, 2, 160, 3, True), 128: (128, 2, 240, 2, False)}
 # slower) and from 4096 without it (v22b: 7% faster there, a tie at 2048).
 FASTER = {(128, True): (128, 128), (128, False): (128, 128), (64, True): (2048, 8192),
           (64, False): (2048, 4096)}
+# (head dim, causal) launched persistent (``launch_shape``): none measured yet.
+PERSISTENT: set[tuple[int, bool]] = set()
 ENABLED = os.environ.get("HF_STABLE_ATTN_GLUON", "1") != "0"
 
 
@@ -406,27 +490,49 @@ def tile_record(head_dim: int) -> tuple[int, int, int, int, bool]:
     return 64 * consumers, block_n, 4 * (consumers + 1), stages, True
 
 
+@functools.lru_cache(maxsize=None)
+def _sm_count(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def launch_shape(batch, seqlen_q, heads_q, head_dim, causal, persistent, rows_per_tile):
+    """``(programs, query tiles, columns, order group)`` of a launch over ``batch * heads_q``
+    columns of ``rows_per_tile``-row query tiles: one program per tile (the hardware hands
+    finished SMs the next one) or, ``persistent``, one per SM looping over the tiles, causal
+    ones heaviest first over all columns (so every program's share weighs about the same);
+    otherwise causal grids order groups of ``HEAD_GROUP`` columns heaviest first."""
+    tiles = ceil_div(seqlen_q, rows_per_tile)
+    columns = batch * heads_q
+    programs = tiles * columns
+    if persistent:
+        programs = min(programs, _sm_count(torch.cuda.current_device()))
+    return programs, tiles, columns, columns if persistent and causal else HEAD_GROUP.value
+
+
 def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, tie_window,
-                          min_gap, max_gap, config=None):
+                          min_gap, max_gap, config=None, persistent=None):
     """Stabilized forward of dense q (B, Sq, Hq, D), k, v (B, Sk, Hk, D) on the current GPU
     (the caller makes q's current and checked ``covers``). The shift rule's constants in
     natural-log units; ``config`` (BLOCK_N, STAGES, consumer registers, consumers, ping-pong)
-    overrides the table. Returns ``(out, lse)``: out like q, lse fp32 (B, Hq, Sq), +inf on rows
-    that see no key."""
+    overrides the table, ``persistent`` (one program per SM) ``PERSISTENT``. Returns
+    ``(out, lse)``: out like q, lse fp32 (B, Hq, Sq), +inf on rows that see no key."""
     batch, sq, hq, head_dim = q.shape
     sk, hk = k.shape[1], k.shape[2]
     block_n, stages, regs, consumers, pingpong = config or HOPPER_CONFIGS[head_dim]
+    if persistent is None:
+        persistent = (head_dim, bool(causal)) in PERSISTENT
+    programs, tiles, columns, order_group = launch_shape(batch, sq, hq, head_dim, causal,
+                                                         persistent, 64 * consumers)
     out = torch.empty_like(q)
     lse = torch.empty((batch, hq, sq), device=q.device, dtype=torch.float32)
-    grid = (ceil_div(sq, 64 * consumers), batch * hq)
-    _fwd_ws_kernel[grid](
+    _fwd_ws_kernel[(programs,)](
         q, k, v, out, lse,
         q.stride(0), q.stride(1), q.stride(2),
         k.stride(0), k.stride(1), k.stride(2),
         v.stride(0), v.stride(1), v.stride(2),
         out.stride(0), out.stride(1), out.stride(2),
         lse.stride(0), lse.stride(1),
-        sq, sk, hq, hq // hk,
+        sq, sk, hq, hq // hk, tiles, columns, order_group,
         float(softmax_scale * LOG2E), float(beta), float(tie_window * LOG2E),
         float(min_gap * LOG2E), float(max_gap * LOG2E),
         CAUSAL=bool(causal), STABILIZE=bool(stabilize), HEAD_DIM=head_dim, BLOCK_N=block_n,
