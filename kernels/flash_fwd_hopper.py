@@ -135,11 +135,43 @@ def _pass_turn(turns, WG: gl.constexpr):
 
 
 @gluon.jit
-def _work_unit(rank, num_tiles_m, num_columns, order_group, num_heads_q, heads_per_kv,
+def _units(num_tiles_m, num_columns, fold):
+    """How many units of work the launch has: query tiles, or with ``fold`` (persistent causal
+    launches) pairs of them."""
+    per_column = num_tiles_m
+    if fold != 0:
+        per_column = (num_tiles_m + 1) // 2
+    return num_columns * per_column
+
+
+@gluon.jit
+def _unit_tiles(unit, num_tiles_m, fold):
+    """How many query tiles ``unit`` holds: one, or with ``fold`` two (one: the middle tile of
+    an odd count, which has no pair)."""
+    count = 1
+    if fold != 0:
+        a = unit % ((num_tiles_m + 1) // 2)
+        count = gl.where(a == num_tiles_m - 1 - a, 1, 2)
+    return count
+
+
+@gluon.jit
+def _work_tile(unit, second, num_tiles_m, num_columns, fold, num_heads_q, heads_per_kv,
                CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr):
-    """The ``rank``-th query tile of the launch (``ranked_tile``'s order): ``(start_m, batch
-    (int64), query head, KV head)``."""
-    tile, column = ranked_tile(rank, num_tiles_m, num_columns, order_group, CAUSAL)
+    """The query tile (the ``second`` of a folded pair) of ``unit``: ``(start_m, batch (int64),
+    query head, KV head)``. Without ``fold`` a unit is the tile ``ranked_tile`` ranks there.
+    With it (persistent causal launches, whose programs take every ``programs``-th unit), unit
+    ``(column, a)`` is the column's tile ``T - 1 - a`` then tile ``a``: every pair sees about
+    the same number of keys, so the programs' shares weigh about the same in any order, and the
+    order keeps a column's pairs together (the programs running at once read the K/V of a few
+    heads, from L2), and the light tile reads the keys the heavy one just did."""
+    if fold != 0:
+        pairs = (num_tiles_m + 1) // 2
+        a = unit % pairs
+        column = unit // pairs
+        tile = gl.where(second != 0, a, num_tiles_m - 1 - a)
+    else:
+        tile, column = ranked_tile(unit, num_tiles_m, num_columns, HEAD_GROUP, CAUSAL)
     h = column % num_heads_q
     return tile * BLOCK_M, (column // num_heads_q).to(gl.int64), h, h // heads_per_kv
 
@@ -149,49 +181,61 @@ def _loader(Q, K, V, O, LSE, stride_qb, stride_qs, stride_qh, stride_kb, stride_
             stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
             stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full,
             v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
-            num_columns, order_group, qk_scale, beta, tie_window, min_gap, max_gap):
-    """The load partition, query tile by query tile of this program: each consumer's part of
-    the tile once that consumer has released its last one, then K and V tile by tile into the
-    ring, each slot once every consumer has released it."""
+            num_columns, fold, qk_scale, beta, tie_window, min_gap, max_gap):
+    """The load partition: ``_load_tile`` for each query tile of this program."""
     CONSUMERS: gl.constexpr = q_smem.shape[0]
-    STAGES: gl.constexpr = k_smem.shape[0]
     BLOCK_N: gl.constexpr = k_smem.shape[1]
-    HEAD_DIM: gl.constexpr = k_smem.shape[2]
     CAUSAL: gl.constexpr = q_full.shape[0] - CONSUMERS >= 2
     diag = seqlen_k - seqlen_q
     t = 0  # ring fills so far
     i = 0  # query tiles so far
-    for rank in range(gl.program_id(0), num_tiles_m * num_columns, gl.num_programs(0)):
-        start_m, b64, h, hk = _work_unit(rank, num_tiles_m, num_columns, order_group,
-                                         num_heads_q, heads_per_kv, CAUSAL, 64 * CONSUMERS)
-        # The tile's descriptors are written over the last tile's (one scratch slot per call
-        # site), and a TMA copy reads its descriptor while in flight: wait until the last
-        # tile's copies (its query parts, its last STAGES fills) have landed.
-        if i > 0:
-            for wg in gl.static_range(CONSUMERS):
-                mbarrier.wait(q_full.index(wg), (i - 1) & 1)
-            for u in range(gl.maximum(t - STAGES, 0), t):
-                mbarrier.wait(k_full.index(u % STAGES), (u // STAGES) & 1)
-                mbarrier.wait(v_full.index(u % STAGES), (u // STAGES) & 1)
-        q_desc = tma.make_tensor_descriptor(Q + b64 * stride_qb + h * stride_qh,
-                                            [seqlen_q, HEAD_DIM], [stride_qs, 1], [64, HEAD_DIM],
-                                            q_smem.layout)
-        k_desc = tma.make_tensor_descriptor(K + b64 * stride_kb + hk * stride_kh,
-                                            [seqlen_k, HEAD_DIM], [stride_ks, 1],
-                                            [BLOCK_N, HEAD_DIM], k_smem.layout)
-        v_desc = tma.make_tensor_descriptor(V + b64 * stride_vb + hk * stride_vh,
-                                            [seqlen_k, HEAD_DIM], [stride_vs, 1],
-                                            [BLOCK_N, HEAD_DIM], v_smem.layout)
+    for unit in range(gl.program_id(0), _units(num_tiles_m, num_columns, fold),
+                      gl.num_programs(0)):
+        for second in range(_unit_tiles(unit, num_tiles_m, fold)):
+            start_m, b64, h, hk = _work_tile(unit, second, num_tiles_m, num_columns, fold,
+                                             num_heads_q, heads_per_kv, CAUSAL, 64 * CONSUMERS)
+            n_tiles = key_tiles(start_m, diag, seqlen_k, BLOCK_N, CAUSAL, 64 * CONSUMERS)
+            _load_tile(t, i, n_tiles, Q + b64 * stride_qb + h * stride_qh,
+                       K + b64 * stride_kb + hk * stride_kh, V + b64 * stride_vb + hk * stride_vh,
+                       stride_qs, stride_ks, stride_vs, start_m, seqlen_q, seqlen_k, q_smem,
+                       k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full, v_empty)
+            t += n_tiles
+            i += 1
+
+
+@gluon.jit
+def _load_tile(t, i, n_tiles, q_base, k_base, v_base, stride_qs, stride_ks, stride_vs, start_m,
+               seqlen_q, seqlen_k, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty,
+               v_full, v_empty):
+    """The program's ``i``-th query tile (rows ``start_m`` onwards of one head): each
+    consumer's part once that consumer has released its last one, then ``n_tiles`` K and V
+    tiles into ring fills ``t`` onwards, each slot once every consumer has released it."""
+    CONSUMERS: gl.constexpr = q_smem.shape[0]
+    STAGES: gl.constexpr = k_smem.shape[0]
+    BLOCK_N: gl.constexpr = k_smem.shape[1]
+    HEAD_DIM: gl.constexpr = k_smem.shape[2]
+    # The tile's descriptors are written over the last tile's (one scratch slot per call site),
+    # and a TMA copy reads its descriptor while in flight: wait until the last tile's copies
+    # (its query parts, its last STAGES fills) have landed.
+    if i > 0:
         for wg in gl.static_range(CONSUMERS):
-            mbarrier.wait(q_empty.index(wg), (i & 1) ^ 1)
-            mbarrier.expect(q_full.index(wg), q_desc.block_type.nbytes)
-            tma_load(q_desc, [start_m + wg * 64, 0], q_full.index(wg), q_smem.index(wg))
-        n_tiles = key_tiles(start_m, diag, seqlen_k, BLOCK_N, CAUSAL, 64 * CONSUMERS)
-        for j in range(n_tiles):
-            load_slot(t + j, j * BLOCK_N, k_desc, v_desc, k_smem, v_smem, k_full, k_empty,
-                      v_full, v_empty)
-        t += n_tiles
-        i += 1
+            mbarrier.wait(q_full.index(wg), (i - 1) & 1)
+        for u in range(gl.maximum(t - STAGES, 0), t):
+            mbarrier.wait(k_full.index(u % STAGES), (u // STAGES) & 1)
+            mbarrier.wait(v_full.index(u % STAGES), (u // STAGES) & 1)
+    q_desc = tma.make_tensor_descriptor(q_base, [seqlen_q, HEAD_DIM], [stride_qs, 1],
+                                        [64, HEAD_DIM], q_smem.layout)
+    k_desc = tma.make_tensor_descriptor(k_base, [seqlen_k, HEAD_DIM], [stride_ks, 1],
+                                        [BLOCK_N, HEAD_DIM], k_smem.layout)
+    v_desc = tma.make_tensor_descriptor(v_base, [seqlen_k, HEAD_DIM], [stride_vs, 1],
+                                        [BLOCK_N, HEAD_DIM], v_smem.layout)
+    for wg in gl.static_range(CONSUMERS):
+        mbarrier.wait(q_empty.index(wg), (i & 1) ^ 1)
+        mbarrier.expect(q_full.index(wg), q_desc.block_type.nbytes)
+        tma_load(q_desc, [start_m + wg * 64, 0], q_full.index(wg), q_smem.index(wg))
+    for j in range(n_tiles):
+        load_slot(t + j, j * BLOCK_N, k_desc, v_desc, k_smem, v_smem, k_full, k_empty, v_full,
+                  v_empty)
 
 
 @gluon.jit
@@ -199,7 +243,7 @@ def _consume(WG: gl.constexpr, Q, K, V, O, LSE, stride_qb, stride_qs, stride_qh,
              stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os,
              stride_oh, stride_lb, stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full,
              k_empty, v_full, v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv,
-             num_tiles_m, num_columns, order_group, qk_scale, beta, tie_window, min_gap,
+             num_tiles_m, num_columns, fold, qk_scale, beta, tie_window, min_gap,
              max_gap):
     """One consumer partition (4 warps): for each query tile of this program, its rows
     ``start_m + 64 WG`` onwards (``_consume_tile``). (The compile-time switches come from
@@ -212,16 +256,19 @@ def _consume(WG: gl.constexpr, Q, K, V, O, LSE, stride_qb, stride_qs, stride_qh,
     consts = (seqlen_k, diag, qk_scale, beta, tie_window, min_gap, max_gap)
     t = 0  # ring slots so far (the loader's fills)
     i = 0  # query tiles so far
-    for rank in range(gl.program_id(0), num_tiles_m * num_columns, gl.num_programs(0)):
-        start_m, b64, h, hk = _work_unit(rank, num_tiles_m, num_columns, order_group,
-                                         num_heads_q, heads_per_kv, CAUSAL, 64 * CONSUMERS)
-        n_tiles = key_tiles(start_m, diag, seqlen_k, BLOCK_N, CAUSAL, 64 * CONSUMERS)
-        # Every query tile takes n_tiles + 1 turns, so this one's first turn is t + i.
-        _consume_tile(WG, t, t + i, i & 1, n_tiles, q_smem, k_smem, v_smem, q_full, q_empty,
-                      k_full, k_empty, v_full, v_empty, turns, O, LSE, stride_ob, stride_os,
-                      stride_oh, stride_lb, stride_lh, b64, h, start_m, seqlen_q, *consts)
-        t += n_tiles
-        i += 1
+    for unit in range(gl.program_id(0), _units(num_tiles_m, num_columns, fold),
+                      gl.num_programs(0)):
+        for second in range(_unit_tiles(unit, num_tiles_m, fold)):
+            start_m, b64, h, hk = _work_tile(unit, second, num_tiles_m, num_columns, fold,
+                                             num_heads_q, heads_per_kv, CAUSAL, 64 * CONSUMERS)
+            n_tiles = key_tiles(start_m, diag, seqlen_k, BLOCK_N, CAUSAL, 64 * CONSUMERS)
+            # Every query tile takes n_tiles + 1 turns, so this one's first turn is t + i.
+            _consume_tile(WG, t, t + i, i & 1, n_tiles, q_smem, k_smem, v_smem, q_full,
+                          q_empty, k_full, k_empty, v_full, v_empty, turns, O, LSE, stride_ob,
+                          stride_os, stride_oh, stride_lb, stride_lh, b64, h, start_m,
+                          seqlen_q, *consts)
+            t += n_tiles
+            i += 1
 
 
 @gluon.jit
@@ -359,12 +406,12 @@ def _consumer0(Q, K, V, O, LSE, stride_qb, stride_qs, stride_qh, stride_kb, stri
                stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
                stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full,
                v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
-               num_columns, order_group, qk_scale, beta, tie_window, min_gap, max_gap):
+               num_columns, fold, qk_scale, beta, tie_window, min_gap, max_gap):
     _consume(0, Q, K, V, O, LSE, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh,
              stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
              stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full, v_empty,
              turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m, num_columns,
-             order_group, qk_scale, beta, tie_window, min_gap, max_gap)
+             fold, qk_scale, beta, tie_window, min_gap, max_gap)
 
 
 @gluon.jit
@@ -372,12 +419,12 @@ def _consumer1(Q, K, V, O, LSE, stride_qb, stride_qs, stride_qh, stride_kb, stri
                stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
                stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full,
                v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
-               num_columns, order_group, qk_scale, beta, tie_window, min_gap, max_gap):
+               num_columns, fold, qk_scale, beta, tie_window, min_gap, max_gap):
     _consume(1, Q, K, V, O, LSE, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh,
              stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
              stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full, v_empty,
              turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m, num_columns,
-             order_group, qk_scale, beta, tie_window, min_gap, max_gap)
+             fold, qk_scale, beta, tie_window, min_gap, max_gap)
 
 
 @gluon.jit
@@ -385,12 +432,12 @@ def _consumer2(Q, K, V, O, LSE, stride_qb, stride_qs, stride_qh, stride_kb, stri
                stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
                stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full,
                v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
-               num_columns, order_group, qk_scale, beta, tie_window, min_gap, max_gap):
+               num_columns, fold, qk_scale, beta, tie_window, min_gap, max_gap):
     _consume(2, Q, K, V, O, LSE, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh,
              stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
              stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full, v_empty,
              turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m, num_columns,
-             order_group, qk_scale, beta, tie_window, min_gap, max_gap)
+             fold, qk_scale, beta, tie_window, min_gap, max_gap)
 
 
 @gluon.jit
@@ -401,7 +448,7 @@ def _fwd_ws_kernel(
     stride_vb, stride_vs, stride_vh,
     stride_ob, stride_os, stride_oh,
     stride_lb, stride_lh,
-    seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m, num_columns, order_group,
+    seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m, num_columns, fold,
     qk_scale, beta, tie_window, min_gap, max_gap,
     CAUSAL: gl.constexpr, STABILIZE: gl.constexpr, HEAD_DIM: gl.constexpr,
     BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr,
@@ -429,7 +476,7 @@ def _fwd_ws_kernel(
             stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
             stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full,
             v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
-            num_columns, order_group, qk_scale, beta, tie_window, min_gap, max_gap)
+            num_columns, fold, qk_scale, beta, tie_window, min_gap, max_gap)
     if CONSUMERS == 3:
         gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_consumer2, args),
                             (_loader, args)], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, 24])
@@ -451,8 +498,10 @@ HOPPER_CONFIGS = {64: (128, 2, 160, 3, True), 128: (128, 2, 240, 2, False)}
 # slower) and from 4096 without it (v22b: 7% faster there, a tie at 2048).
 FASTER = {(128, True): (128, 128), (128, False): (128, 128), (64, True): (2048, 8192),
           (64, False): (2048, 4096)}
-# (head dim, causal) launched persistent (``launch_shape``): none measured yet.
-PERSISTENT: set[tuple[int, bool]] = set()
+# (head dim, causal) launched persistent (``launch_shape``). Measured on an H200 against one
+# program per tile (docs/kernel_notes.md, session 33): without a causal mask 4-10% faster at
+# S 2048 (D64 and D128, MHA and GQA).
+PERSISTENT = {(64, False), (128, False)}
 ENABLED = os.environ.get("HF_STABLE_ATTN_GLUON", "1") != "0"
 
 
@@ -495,18 +544,18 @@ def _sm_count(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
 
 
-def launch_shape(batch, seqlen_q, heads_q, head_dim, causal, persistent, rows_per_tile):
-    """``(programs, query tiles, columns, order group)`` of a launch over ``batch * heads_q``
-    columns of ``rows_per_tile``-row query tiles: one program per tile (the hardware hands
-    finished SMs the next one) or, ``persistent``, one per SM looping over the tiles, causal
-    ones heaviest first over all columns (so every program's share weighs about the same);
-    otherwise causal grids order groups of ``HEAD_GROUP`` columns heaviest first."""
+def launch_shape(batch, seqlen_q, heads_q, causal, persistent, rows_per_tile):
+    """``(programs, query tiles, columns, fold)`` of a launch over ``batch * heads_q`` columns
+    of ``rows_per_tile``-row query tiles: one program per tile (the hardware hands finished SMs
+    the next one; causal grids heaviest first, ``ranked_tile``) or, ``persistent``, one per SM
+    looping over units of work, with a causal mask folded pairs of tiles (``_work_tile``)."""
     tiles = ceil_div(seqlen_q, rows_per_tile)
     columns = batch * heads_q
-    programs = tiles * columns
+    fold = int(bool(persistent and causal))
+    programs = columns * (ceil_div(tiles, 2) if fold else tiles)
     if persistent:
         programs = min(programs, _sm_count(torch.cuda.current_device()))
-    return programs, tiles, columns, columns if persistent and causal else HEAD_GROUP.value
+    return programs, tiles, columns, fold
 
 
 def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, tie_window,
@@ -521,8 +570,8 @@ def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, ti
     block_n, stages, regs, consumers, pingpong = config or HOPPER_CONFIGS[head_dim]
     if persistent is None:
         persistent = (head_dim, bool(causal)) in PERSISTENT
-    programs, tiles, columns, order_group = launch_shape(batch, sq, hq, head_dim, causal,
-                                                         persistent, 64 * consumers)
+    programs, tiles, columns, fold = launch_shape(batch, sq, hq, causal, persistent,
+                                                  64 * consumers)
     out = torch.empty_like(q)
     lse = torch.empty((batch, hq, sq), device=q.device, dtype=torch.float32)
     _fwd_ws_kernel[(programs,)](
@@ -532,7 +581,7 @@ def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, ti
         v.stride(0), v.stride(1), v.stride(2),
         out.stride(0), out.stride(1), out.stride(2),
         lse.stride(0), lse.stride(1),
-        sq, sk, hq, hq // hk, tiles, columns, order_group,
+        sq, sk, hq, hq // hk, tiles, columns, fold,
         float(softmax_scale * LOG2E), float(beta), float(tie_window * LOG2E),
         float(min_gap * LOG2E), float(max_gap * LOG2E),
         CAUSAL=bool(causal), STABILIZE=bool(stabilize), HEAD_DIM=head_dim, BLOCK_N=block_n,
