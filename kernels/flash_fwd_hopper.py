@@ -135,43 +135,11 @@ def _pass_turn(turns, WG: gl.constexpr):
 
 
 @gluon.jit
-def _units(num_tiles_m, num_columns, fold):
-    """How many units of work the launch has: query tiles, or with ``fold`` (persistent causal
-    launches) pairs of them."""
-    per_column = num_tiles_m
-    if fold != 0:
-        per_column = (num_tiles_m + 1) // 2
-    return num_columns * per_column
-
-
-@gluon.jit
-def _unit_tiles(unit, num_tiles_m, fold):
-    """How many query tiles ``unit`` holds: one, or with ``fold`` two (one: the middle tile of
-    an odd count, which has no pair)."""
-    count = 1
-    if fold != 0:
-        a = unit % ((num_tiles_m + 1) // 2)
-        count = gl.where(a == num_tiles_m - 1 - a, 1, 2)
-    return count
-
-
-@gluon.jit
-def _work_tile(unit, second, num_tiles_m, num_columns, fold, num_heads_q, heads_per_kv,
-               CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr):
-    """The query tile (the ``second`` of a folded pair) of ``unit``: ``(start_m, batch (int64),
-    query head, KV head)``. Without ``fold`` a unit is the tile ``ranked_tile`` ranks there.
-    With it (persistent causal launches, whose programs take every ``programs``-th unit), unit
-    ``(column, a)`` is the column's tile ``T - 1 - a`` then tile ``a``: every pair sees about
-    the same number of keys, so the programs' shares weigh about the same in any order, and the
-    order keeps a column's pairs together (the programs running at once read the K/V of a few
-    heads, from L2), and the light tile reads the keys the heavy one just did."""
-    if fold != 0:
-        pairs = (num_tiles_m + 1) // 2
-        a = unit % pairs
-        column = unit // pairs
-        tile = gl.where(second != 0, a, num_tiles_m - 1 - a)
-    else:
-        tile, column = ranked_tile(unit, num_tiles_m, num_columns, HEAD_GROUP, CAUSAL)
+def _work_tile(unit, num_tiles_m, num_columns, num_heads_q, heads_per_kv, CAUSAL: gl.constexpr,
+               BLOCK_M: gl.constexpr):
+    """The query tile ``ranked_tile`` ranks ``unit``-th: ``(start_m, batch (int64), query head,
+    KV head)``."""
+    tile, column = ranked_tile(unit, num_tiles_m, num_columns, HEAD_GROUP, CAUSAL)
     h = column % num_heads_q
     return tile * BLOCK_M, (column // num_heads_q).to(gl.int64), h, h // heads_per_kv
 
@@ -181,39 +149,40 @@ def _loader(Q, K, V, O, LSE, stride_qb, stride_qs, stride_qh, stride_kb, stride_
             stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
             stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full,
             v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
-            num_columns, fold, qk_scale, beta, tie_window, min_gap, max_gap):
-    """The load partition: ``_load_tile`` for each query tile of this program."""
+            num_columns, qk_scale, beta, tie_window, min_gap, max_gap):
+    """The load partition: ``_load_tile`` for the program's query tile, or (persistent) for
+    each of its tiles."""
     CONSUMERS: gl.constexpr = q_smem.shape[0]
-    BLOCK_N: gl.constexpr = k_smem.shape[1]
-    CAUSAL: gl.constexpr = q_full.shape[0] - CONSUMERS >= 2
-    diag = seqlen_k - seqlen_q
-    t = 0  # ring fills so far
-    i = 0  # query tiles so far
-    for unit in range(gl.program_id(0), _units(num_tiles_m, num_columns, fold),
-                      gl.num_programs(0)):
-        for second in range(_unit_tiles(unit, num_tiles_m, fold)):
-            start_m, b64, h, hk = _work_tile(unit, second, num_tiles_m, num_columns, fold,
-                                             num_heads_q, heads_per_kv, CAUSAL, 64 * CONSUMERS)
-            n_tiles = key_tiles(start_m, diag, seqlen_k, BLOCK_N, CAUSAL, 64 * CONSUMERS)
-            _load_tile(t, i, n_tiles, Q + b64 * stride_qb + h * stride_qh,
-                       K + b64 * stride_kb + hk * stride_kh, V + b64 * stride_vb + hk * stride_vh,
-                       stride_qs, stride_ks, stride_vs, start_m, seqlen_q, seqlen_k, q_smem,
-                       k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full, v_empty)
-            t += n_tiles
+    PERSISTENT: gl.constexpr = q_empty.shape[0] > CONSUMERS
+    args = (Q, K, V, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh, stride_vb,
+            stride_vs, stride_vh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty,
+            v_full, v_empty, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
+            num_columns)
+    if PERSISTENT:
+        t = 0  # ring fills so far
+        i = 0  # query tiles so far
+        for unit in range(gl.program_id(0), num_tiles_m * num_columns, gl.num_programs(0)):
+            t += _load_tile(unit, t, i, *args)
             i += 1
+    else:
+        _load_tile(gl.program_id(0), 0, 0, *args)
 
 
 @gluon.jit
-def _load_tile(t, i, n_tiles, q_base, k_base, v_base, stride_qs, stride_ks, stride_vs, start_m,
-               seqlen_q, seqlen_k, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty,
-               v_full, v_empty):
-    """The program's ``i``-th query tile (rows ``start_m`` onwards of one head): each
-    consumer's part once that consumer has released its last one, then ``n_tiles`` K and V
-    tiles into ring fills ``t`` onwards, each slot once every consumer has released it."""
+def _load_tile(unit, t, i, Q, K, V, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks,
+               stride_kh, stride_vb, stride_vs, stride_vh, q_smem, k_smem, v_smem, q_full,
+               q_empty, k_full, k_empty, v_full, v_empty, seqlen_q, seqlen_k, num_heads_q,
+               heads_per_kv, num_tiles_m, num_columns):
+    """The program's ``i``-th query tile (``unit``): each consumer's part once that consumer
+    has released its last one, then the K and V tiles its rows see into ring fills ``t``
+    onwards, each slot once every consumer has released it. Returns how many fills."""
     CONSUMERS: gl.constexpr = q_smem.shape[0]
     STAGES: gl.constexpr = k_smem.shape[0]
     BLOCK_N: gl.constexpr = k_smem.shape[1]
     HEAD_DIM: gl.constexpr = k_smem.shape[2]
+    CAUSAL: gl.constexpr = q_full.shape[0] - CONSUMERS >= 2
+    start_m, b64, h, hk = _work_tile(unit, num_tiles_m, num_columns, num_heads_q, heads_per_kv,
+                                     CAUSAL, 64 * CONSUMERS)
     # The tile's descriptors are written over the last tile's (one scratch slot per call site),
     # and a TMA copy reads its descriptor while in flight: wait until the last tile's copies
     # (its query parts, its last STAGES fills) have landed.
@@ -223,19 +192,25 @@ def _load_tile(t, i, n_tiles, q_base, k_base, v_base, stride_qs, stride_ks, stri
         for u in range(gl.maximum(t - STAGES, 0), t):
             mbarrier.wait(k_full.index(u % STAGES), (u // STAGES) & 1)
             mbarrier.wait(v_full.index(u % STAGES), (u // STAGES) & 1)
-    q_desc = tma.make_tensor_descriptor(q_base, [seqlen_q, HEAD_DIM], [stride_qs, 1],
-                                        [64, HEAD_DIM], q_smem.layout)
-    k_desc = tma.make_tensor_descriptor(k_base, [seqlen_k, HEAD_DIM], [stride_ks, 1],
+    q_desc = tma.make_tensor_descriptor(Q + b64 * stride_qb + h * stride_qh,
+                                        [seqlen_q, HEAD_DIM], [stride_qs, 1], [64, HEAD_DIM],
+                                        q_smem.layout)
+    k_desc = tma.make_tensor_descriptor(K + b64 * stride_kb + hk * stride_kh,
+                                        [seqlen_k, HEAD_DIM], [stride_ks, 1],
                                         [BLOCK_N, HEAD_DIM], k_smem.layout)
-    v_desc = tma.make_tensor_descriptor(v_base, [seqlen_k, HEAD_DIM], [stride_vs, 1],
+    v_desc = tma.make_tensor_descriptor(V + b64 * stride_vb + hk * stride_vh,
+                                        [seqlen_k, HEAD_DIM], [stride_vs, 1],
                                         [BLOCK_N, HEAD_DIM], v_smem.layout)
     for wg in gl.static_range(CONSUMERS):
         mbarrier.wait(q_empty.index(wg), (i & 1) ^ 1)
         mbarrier.expect(q_full.index(wg), q_desc.block_type.nbytes)
         tma_load(q_desc, [start_m + wg * 64, 0], q_full.index(wg), q_smem.index(wg))
+    n_tiles = key_tiles(start_m, seqlen_k - seqlen_q, seqlen_k, BLOCK_N, CAUSAL,
+                        64 * CONSUMERS)
     for j in range(n_tiles):
         load_slot(t + j, j * BLOCK_N, k_desc, v_desc, k_smem, v_smem, k_full, k_empty, v_full,
                   v_empty)
+    return n_tiles
 
 
 @gluon.jit
@@ -243,42 +218,38 @@ def _consume(WG: gl.constexpr, Q, K, V, O, LSE, stride_qb, stride_qs, stride_qh,
              stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os,
              stride_oh, stride_lb, stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full,
              k_empty, v_full, v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv,
-             num_tiles_m, num_columns, fold, qk_scale, beta, tie_window, min_gap,
-             max_gap):
-    """One consumer partition (4 warps): for each query tile of this program, its rows
-    ``start_m + 64 WG`` onwards (``_consume_tile``). (The compile-time switches come from
-    ``q_full``'s length, CONSUMERS + STABILIZE + 2 CAUSAL: warp_specialize passes its arguments
-    as run-time values.)"""
+             num_tiles_m, num_columns, qk_scale, beta, tie_window, min_gap, max_gap):
+    """One consumer partition (4 warps): ``_consume_tile`` for the program's query tile, or
+    (persistent) for each of its tiles. (The compile-time switches come from the barriers'
+    lengths, ``q_full`` CONSUMERS + STABILIZE + 2 CAUSAL, ``q_empty`` CONSUMERS + PERSISTENT:
+    warp_specialize passes its arguments as run-time values.)"""
     CONSUMERS: gl.constexpr = q_smem.shape[0]
-    BLOCK_N: gl.constexpr = k_smem.shape[1]
-    CAUSAL: gl.constexpr = q_full.shape[0] - CONSUMERS >= 2
-    diag = seqlen_k - seqlen_q
-    consts = (seqlen_k, diag, qk_scale, beta, tie_window, min_gap, max_gap)
-    t = 0  # ring slots so far (the loader's fills)
-    i = 0  # query tiles so far
-    for unit in range(gl.program_id(0), _units(num_tiles_m, num_columns, fold),
-                      gl.num_programs(0)):
-        for second in range(_unit_tiles(unit, num_tiles_m, fold)):
-            start_m, b64, h, hk = _work_tile(unit, second, num_tiles_m, num_columns, fold,
-                                             num_heads_q, heads_per_kv, CAUSAL, 64 * CONSUMERS)
-            n_tiles = key_tiles(start_m, diag, seqlen_k, BLOCK_N, CAUSAL, 64 * CONSUMERS)
-            # Every query tile takes n_tiles + 1 turns, so this one's first turn is t + i.
-            _consume_tile(WG, t, t + i, i & 1, n_tiles, q_smem, k_smem, v_smem, q_full,
-                          q_empty, k_full, k_empty, v_full, v_empty, turns, O, LSE, stride_ob,
-                          stride_os, stride_oh, stride_lb, stride_lh, b64, h, start_m,
-                          seqlen_q, *consts)
-            t += n_tiles
+    PERSISTENT: gl.constexpr = q_empty.shape[0] > CONSUMERS
+    args = (q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full, v_empty, turns, O,
+            LSE, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, seqlen_q, seqlen_k,
+            num_heads_q, heads_per_kv, num_tiles_m, num_columns, qk_scale, beta, tie_window,
+            min_gap, max_gap)
+    if PERSISTENT:
+        t = 0  # ring fills so far
+        i = 0  # query tiles so far
+        for unit in range(gl.program_id(0), num_tiles_m * num_columns, gl.num_programs(0)):
+            # Every query tile takes its fills + 1 turns, so this one's first turn is t + i.
+            t += _consume_tile(WG, unit, t, t + i, i & 1, *args)
             i += 1
+    else:
+        _consume_tile(WG, gl.program_id(0), 0, 0, 0, *args)
 
 
 @gluon.jit
-def _consume_tile(WG: gl.constexpr, t0, k0, q_phase, n_tiles, q_smem, k_smem, v_smem, q_full,
+def _consume_tile(WG: gl.constexpr, unit, t0, k0, q_phase, q_smem, k_smem, v_smem, q_full,
                   q_empty, k_full, k_empty, v_full, v_empty, turns, O, LSE, stride_ob,
-                  stride_os, stride_oh, stride_lb, stride_lh, b64, h, start_m, seqlen_q,
-                  seqlen_k, diag, qk_scale, beta, tie_window, min_gap, max_gap):
-    """Query rows ``start_m + 64 WG`` onwards against the ``n_tiles`` key tiles the loader
-    fills into ring slots ``t0`` onwards (this consumer reads those its rows see and releases
-    the rest); ``k0`` is the tile's first turn, ``q_phase`` the query part's."""
+                  stride_os, stride_oh, stride_lb, stride_lh, seqlen_q, seqlen_k, num_heads_q,
+                  heads_per_kv, num_tiles_m, num_columns, qk_scale, beta, tie_window, min_gap,
+                  max_gap):
+    """The query tile ``unit``'s rows ``start_m + 64 WG`` onwards against the key tiles the
+    loader fills into ring slots ``t0`` onwards (this consumer reads those its rows see and
+    releases the rest); ``k0`` is the tile's first turn, ``q_phase`` the query part's. Returns
+    how many fills the tile took."""
     BLOCK_M: gl.constexpr = 64
     CONSUMERS: gl.constexpr = q_smem.shape[0]
     STAGES: gl.constexpr = k_smem.shape[0]
@@ -293,6 +264,10 @@ def _consume_tile(WG: gl.constexpr, t0, k0, q_phase, n_tiles, q_smem, k_smem, v_
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16])
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    start_m, b64, h, hk = _work_tile(unit, num_tiles_m, num_columns, num_heads_q, heads_per_kv,
+                                     CAUSAL, BLOCK_M * CONSUMERS)
+    diag = seqlen_k - seqlen_q
+    n_tiles = key_tiles(start_m, diag, seqlen_k, BLOCK_N, CAUSAL, BLOCK_M * CONSUMERS)
     rows0 = start_m + WG * BLOCK_M
     q = q_smem.index(WG)
     zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
@@ -361,6 +336,7 @@ def _consume_tile(WG: gl.constexpr, t0, k0, q_phase, n_tiles, q_smem, k_smem, v_
     shift_o = gl.convert_layout(shift, row_o)
     lse = gl.where(has_keys, shift_o * LN2_C + gl.log(l_safe), float("inf"))
     gl.store(LSE + b64 * stride_lb + h * stride_lh + rows, lse, mask=row_ok)
+    return n_tiles
 
 
 @gluon.jit
@@ -406,12 +382,12 @@ def _consumer0(Q, K, V, O, LSE, stride_qb, stride_qs, stride_qh, stride_kb, stri
                stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
                stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full,
                v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
-               num_columns, fold, qk_scale, beta, tie_window, min_gap, max_gap):
+               num_columns, qk_scale, beta, tie_window, min_gap, max_gap):
     _consume(0, Q, K, V, O, LSE, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh,
              stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
              stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full, v_empty,
              turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m, num_columns,
-             fold, qk_scale, beta, tie_window, min_gap, max_gap)
+             qk_scale, beta, tie_window, min_gap, max_gap)
 
 
 @gluon.jit
@@ -419,12 +395,12 @@ def _consumer1(Q, K, V, O, LSE, stride_qb, stride_qs, stride_qh, stride_kb, stri
                stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
                stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full,
                v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
-               num_columns, fold, qk_scale, beta, tie_window, min_gap, max_gap):
+               num_columns, qk_scale, beta, tie_window, min_gap, max_gap):
     _consume(1, Q, K, V, O, LSE, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh,
              stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
              stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full, v_empty,
              turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m, num_columns,
-             fold, qk_scale, beta, tie_window, min_gap, max_gap)
+             qk_scale, beta, tie_window, min_gap, max_gap)
 
 
 @gluon.jit
@@ -432,12 +408,12 @@ def _consumer2(Q, K, V, O, LSE, stride_qb, stride_qs, stride_qh, stride_kb, stri
                stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
                stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full,
                v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
-               num_columns, fold, qk_scale, beta, tie_window, min_gap, max_gap):
+               num_columns, qk_scale, beta, tie_window, min_gap, max_gap):
     _consume(2, Q, K, V, O, LSE, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh,
              stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
              stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full, v_empty,
              turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m, num_columns,
-             fold, qk_scale, beta, tie_window, min_gap, max_gap)
+             qk_scale, beta, tie_window, min_gap, max_gap)
 
 
 @gluon.jit
@@ -448,11 +424,12 @@ def _fwd_ws_kernel(
     stride_vb, stride_vs, stride_vh,
     stride_ob, stride_os, stride_oh,
     stride_lb, stride_lh,
-    seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m, num_columns, fold,
+    seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m, num_columns,
     qk_scale, beta, tie_window, min_gap, max_gap,
     CAUSAL: gl.constexpr, STABILIZE: gl.constexpr, HEAD_DIM: gl.constexpr,
     BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-    CONSUMERS: gl.constexpr, PINGPONG: gl.constexpr, num_warps: gl.constexpr,
+    CONSUMERS: gl.constexpr, PINGPONG: gl.constexpr, PERSISTENT: gl.constexpr,
+    num_warps: gl.constexpr,
 ):
     """Grid (programs,): program ``p`` computes query tiles ``p``, ``p + programs``, .. in
     ``ranked_tile``'s order (one each when there are as many programs as tiles; fewer
@@ -468,7 +445,7 @@ def _fwd_ws_kernel(
     # run-time values.
     N_QBARS: gl.constexpr = CONSUMERS + (1 if STABILIZE else 0) + (2 if CAUSAL else 0)
     q_full = flag_barriers(N_QBARS)
-    q_empty = flag_barriers(CONSUMERS)
+    q_empty = flag_barriers(CONSUMERS + (1 if PERSISTENT else 0))
     k_full, k_empty, v_full, v_empty = ring_barriers(STAGES, CONSUMERS)
     turns = flag_barriers(CONSUMERS if PINGPONG else 1)  # one barrier: no ping-pong
 
@@ -476,7 +453,7 @@ def _fwd_ws_kernel(
             stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
             stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full,
             v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
-            num_columns, fold, qk_scale, beta, tie_window, min_gap, max_gap)
+            num_columns, qk_scale, beta, tie_window, min_gap, max_gap)
     if CONSUMERS == 3:
         gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_consumer2, args),
                             (_loader, args)], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, 24])
@@ -498,10 +475,12 @@ HOPPER_CONFIGS = {64: (128, 2, 160, 3, True), 128: (128, 2, 240, 2, False)}
 # slower) and from 4096 without it (v22b: 7% faster there, a tie at 2048).
 FASTER = {(128, True): (128, 128), (128, False): (128, 128), (64, True): (2048, 8192),
           (64, False): (2048, 4096)}
-# (head dim, causal) launched persistent (``launch_shape``). Measured on an H200 against one
-# program per tile (docs/kernel_notes.md, session 33): without a causal mask 4-10% faster at
-# S 2048 (D64 and D128, MHA and GQA).
-PERSISTENT = {(64, False), (128, False)}
+# Query rows per (head dim, causal) below which a launch is persistent (``launch_shape``).
+# Measured on two H200s against one program per tile (docs/kernel_notes.md, session 33):
+# without a causal mask 4-10% faster at S 2048 (D64 and D128, MHA and GQA), level at 4096 (D64);
+# with one, persistent launches ran slower (heaviest first over all columns, or tiles folded
+# into pairs), so causal launches keep one program per tile.
+PERSISTENT_BELOW = {(64, False): 4096, (128, False): 4096}
 ENABLED = os.environ.get("HF_STABLE_ATTN_GLUON", "1") != "0"
 
 
@@ -544,18 +523,17 @@ def _sm_count(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
 
 
-def launch_shape(batch, seqlen_q, heads_q, causal, persistent, rows_per_tile):
-    """``(programs, query tiles, columns, fold)`` of a launch over ``batch * heads_q`` columns
-    of ``rows_per_tile``-row query tiles: one program per tile (the hardware hands finished SMs
-    the next one; causal grids heaviest first, ``ranked_tile``) or, ``persistent``, one per SM
-    looping over units of work, with a causal mask folded pairs of tiles (``_work_tile``)."""
+def launch_shape(batch, seqlen_q, heads_q, persistent, rows_per_tile):
+    """``(programs, query tiles, columns)`` of a launch over ``batch * heads_q`` columns of
+    ``rows_per_tile``-row query tiles: one program per tile (the hardware hands a finished SM
+    the next one) or, ``persistent``, at most one per SM, each looping over every
+    ``programs``-th tile."""
     tiles = ceil_div(seqlen_q, rows_per_tile)
     columns = batch * heads_q
-    fold = int(bool(persistent and causal))
-    programs = columns * (ceil_div(tiles, 2) if fold else tiles)
+    programs = tiles * columns
     if persistent:
         programs = min(programs, _sm_count(torch.cuda.current_device()))
-    return programs, tiles, columns, fold
+    return programs, tiles, columns
 
 
 def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, tie_window,
@@ -563,15 +541,14 @@ def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, ti
     """Stabilized forward of dense q (B, Sq, Hq, D), k, v (B, Sk, Hk, D) on the current GPU
     (the caller makes q's current and checked ``covers``). The shift rule's constants in
     natural-log units; ``config`` (BLOCK_N, STAGES, consumer registers, consumers, ping-pong)
-    overrides the table, ``persistent`` (one program per SM) ``PERSISTENT``. Returns
+    overrides the table, ``persistent`` (one program per SM) ``PERSISTENT_BELOW``. Returns
     ``(out, lse)``: out like q, lse fp32 (B, Hq, Sq), +inf on rows that see no key."""
     batch, sq, hq, head_dim = q.shape
     sk, hk = k.shape[1], k.shape[2]
     block_n, stages, regs, consumers, pingpong = config or HOPPER_CONFIGS[head_dim]
     if persistent is None:
-        persistent = (head_dim, bool(causal)) in PERSISTENT
-    programs, tiles, columns, fold = launch_shape(batch, sq, hq, causal, persistent,
-                                                  64 * consumers)
+        persistent = sq < PERSISTENT_BELOW.get((head_dim, bool(causal)), 0)
+    programs, tiles, columns = launch_shape(batch, sq, hq, persistent, 64 * consumers)
     out = torch.empty_like(q)
     lse = torch.empty((batch, hq, sq), device=q.device, dtype=torch.float32)
     _fwd_ws_kernel[(programs,)](
@@ -581,11 +558,11 @@ def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, ti
         v.stride(0), v.stride(1), v.stride(2),
         out.stride(0), out.stride(1), out.stride(2),
         lse.stride(0), lse.stride(1),
-        sq, sk, hq, hq // hk, tiles, columns, fold,
+        sq, sk, hq, hq // hk, tiles, columns,
         float(softmax_scale * LOG2E), float(beta), float(tie_window * LOG2E),
         float(min_gap * LOG2E), float(max_gap * LOG2E),
         CAUSAL=bool(causal), STABILIZE=bool(stabilize), HEAD_DIM=head_dim, BLOCK_N=block_n,
         STAGES=stages, CONSUMER_REGS=regs, CONSUMERS=consumers, PINGPONG=bool(pingpong),
-        num_warps=4, **COMPILE_OPTIONS,
+        PERSISTENT=bool(persistent), num_warps=4, **COMPILE_OPTIONS,
     )
     return out, lse

@@ -74,17 +74,14 @@ def test_the_record_marks_the_gluon_kernel(head_dim, rows, warps):
     assert flash_fwd_hopper.tile_record(head_dim) == (rows, block_n, warps, stages, True)
 
 
-@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-def test_a_launch_has_a_program_per_tile_or_per_sm(causal, monkeypatch):
-    """2 x 8 heads of 2100 rows in 192-row tiles: 11 tiles a column. One program per tile, or
-    persistent at most one per SM (16 here), over tiles or (causal) 6 folded pairs a column."""
-    monkeypatch.setattr(flash_fwd_hopper, "_sm_count", lambda index: 16)
+def test_a_launch_has_a_program_per_tile_or_at_most_one_per_sm(monkeypatch):
+    """2 x 8 heads of 2100 rows in 192-row tiles: 11 tiles a column, 176 in all."""
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    shape = (2, 2100, 8, causal)
-    assert flash_fwd_hopper.launch_shape(*shape, False, 192) == (176, 11, 16, 0)
-    assert flash_fwd_hopper.launch_shape(*shape, True, 192) == (16, 11, 16, int(causal))
-    monkeypatch.setattr(flash_fwd_hopper, "_sm_count", lambda index: 132)
-    assert flash_fwd_hopper.launch_shape(*shape, True, 192)[0] == (96 if causal else 132)
+    for sms, persistent_programs in ((16, 16), (132, 132), (200, 176)):
+        monkeypatch.setattr(flash_fwd_hopper, "_sm_count", lambda index, sms=sms: sms)
+        assert flash_fwd_hopper.launch_shape(2, 2100, 8, False, 192) == (176, 11, 16)
+        assert flash_fwd_hopper.launch_shape(2, 2100, 8, True, 192) == (persistent_programs, 11,
+                                                                          16)
 
 
 BWD_COVERED = dict(varlen=False, window_left=-1, window_right=-1, causal=True,

@@ -90,14 +90,16 @@ def test_the_triton_kernels_compile(launch, head_dim, config):
     assert compiled.metadata.num_warps == warps
 
 
+@pytest.mark.parametrize("persistent", [False, True], ids=["per-tile", "persistent"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("stabilize", [True, False], ids=["fix", "nofix"])
 @pytest.mark.parametrize("head_dim", sorted(flash_fwd_hopper.HOPPER_CONFIGS))
-def test_the_gluon_forward_compiles(head_dim, stabilize, causal):
+def test_the_gluon_forward_compiles(head_dim, stabilize, causal, persistent):
     block_n, stages, regs, consumers, pingpong = flash_fwd_hopper.HOPPER_CONFIGS[head_dim]
     compiled = compile_sm90(flash_fwd_hopper._fwd_ws_kernel, dict(
         CAUSAL=causal, STABILIZE=stabilize, HEAD_DIM=head_dim, BLOCK_N=block_n, STAGES=stages,
-        CONSUMER_REGS=regs, CONSUMERS=consumers, PINGPONG=pingpong, num_warps=4))
+        CONSUMER_REGS=regs, CONSUMERS=consumers, PINGPONG=pingpong, PERSISTENT=persistent,
+        num_warps=4))
     assert compiled.metadata.num_warps == 4 * (consumers + 1)  # the consumers and the loader's
 
 

@@ -28,7 +28,7 @@ CASES = [  # batch, Sq, Sk, Hq, Hk, D, dtype, causal
     (1, 3000, 2048, 2, 2, 128, torch.bfloat16, True),  # causal rows that see no key
     (1, 2048, 3000, 2, 2, 64, torch.bfloat16, True),
     (1, 2500, 2171, 4, 2, 64, torch.float16, False),
-    (4, 2048, 2048, 8, 8, 64, torch.bfloat16, True),  # persistent: 192 folded pairs, 11 tiles
+    (4, 2048, 2048, 8, 8, 64, torch.bfloat16, True),  # 352 query tiles
 ]
 
 
@@ -58,11 +58,11 @@ def _forward(q, k, v, causal, params, gluon=True, monkeypatch=None):
                          f"{str(c[6])[6:]}{'-causal' if c[7] else ''}")
 def test_covered_calls_take_the_gluon_forward_and_meet_the_float64_rule(case, persistent,
                                                                         monkeypatch):
-    """Both launches (``PERSISTENT`` all or none): one program per query tile, or one per SM
-    (the 4 x 8-head case loops over several units, with a causal mask folded pairs)."""
+    """Both launches (``PERSISTENT_BELOW`` for every length or none): one program per query
+    tile, or one per SM (the 4 x 8-head case loops over several tiles)."""
     *shape, dtype, causal = case
-    every = {(d, c) for d in (64, 128) for c in (False, True)}
-    monkeypatch.setattr(flash_fwd_hopper, "PERSISTENT", every if persistent else set())
+    every = {(d, c): 1 << 30 for d in (64, 128) for c in (False, True)}
+    monkeypatch.setattr(flash_fwd_hopper, "PERSISTENT_BELOW", every if persistent else {})
     q, k, v = _inputs(*shape, dtype, seed=sum(shape))
     kw = launch_kwargs(q.shape[1], k.shape[1], q.shape[-1], causal=causal)
     exact = attention_oracle(q, k, v, **kw)
