@@ -7,9 +7,11 @@ Run: ``PYTHONPATH=$PWD python gpu/hopper_fwd_ab.py --base old_flash_fwd_hopper.p
 The package's version runs with one program per query tile (``new``) and persistent
 (``new_persistent``, one program per SM). Checks: output and lse of both versions equal
 (``torch.equal``) on random inputs (odd lengths, GQA, ``Sq != Sk``, both dtypes, fix on and
-off), on rows tied across key tiles and with an attention sink (``sink_inputs``). Timing: as ``hopper_fwd_check``'s (``interleaved_medians``,
-16384 tokens per batch), each version at its own ``HOPPER_CONFIGS`` entry, on random inputs or
-(``--inputs sink``) with a sink; ``triton_config`` names the tile config the Triton forward ran.
+off), on rows tied across key tiles and with an attention sink (``sink_inputs``). Timing: as
+``hopper_fwd_check``'s (``interleaved_medians``, 16384 tokens per batch), each version at its
+own ``HOPPER_CONFIGS`` entry, on random inputs or (``--inputs sink``) with a sink, the shapes
+with and without a causal mask or (``--causal``) one of them; ``triton_config`` names the tile
+config the Triton forward ran.
 """
 
 from __future__ import annotations
@@ -127,11 +129,11 @@ def main() -> None:
     for c in result["checks"]:
         print(json.dumps(c), flush=True)
     save(result, args.out)
+    masks = {"both": (False, True), "true": (True,), "false": (False,)}[args.causal]
     shapes = [(16384 // s, s, 16 if d == 128 else 32, h_kv, d, causal, stabilize)
               for s in args.seqlens for d in args.head_dims
               for h_kv in ((16, 2) if d == 128 else (32, 4))
-              for causal in {"both": (False, True), "true": (True,), "false": (False,)}[args.causal]
-              for stabilize in (True, False)]
+              for causal in masks for stabilize in (True, False)]
     make_inputs = sink_inputs if args.inputs == "sink" else inputs
     result["inputs"] = args.inputs
     time_within_budget(shapes, lambda shape: timing(base, shape, args.rounds, make_inputs),
