@@ -433,9 +433,9 @@ def _fwd_ws_kernel(
     CONSUMERS: gl.constexpr, PINGPONG: gl.constexpr, PERSISTENT: gl.constexpr,
     num_warps: gl.constexpr,
 ):
-    """Grid (programs,): program ``p`` computes query tiles ``p``, ``p + programs``, .. in
-    ``ranked_tile``'s order (one each when there are as many programs as tiles; fewer
-    programs keep the loader filling the next tile's ring while the consumers finish one)."""
+    """Grid (programs,): program ``p`` computes the ``p``-th query tile in ``ranked_tile``'s
+    order or, ``PERSISTENT`` (at most one program per SM), tiles ``p``, ``p + programs``, ..,
+    the loader filling the next tile's ring while the consumers finish one."""
     dtype: gl.constexpr = Q.dtype.element_ty
     q_shared: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, HEAD_DIM], dtype)
     kv_shared: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
