@@ -20,16 +20,16 @@ HEAD_GROUP = gl.constexpr(8)  # as _common.scheduled_tile
 
 
 @gluon.jit
-def ranked_tile(rank, num_tiles, num_columns, group, CAUSAL: gl.constexpr):
+def ranked_tile(rank, num_tiles, num_columns, CAUSAL: gl.constexpr):
     """The ``(tile, column)`` (query tile, batch-head) of the ``rank``-th unit of work in a grid of
     ``num_tiles`` x ``num_columns``, ranks counting tiles fastest: a Gluon form of
-    ``_common.scheduled_tile``. Causal: each group of ``group`` columns runs its last (heaviest)
-    query tile first."""
+    ``_common.scheduled_tile``. Causal: each group of ``HEAD_GROUP`` columns runs its last
+    (heaviest) query tile first."""
     tile = rank % num_tiles
     column = rank // num_tiles
     if CAUSAL:
-        first = (rank // (group * num_tiles)) * group
-        size = gl.minimum(num_columns - first, group)
+        first = (rank // (HEAD_GROUP * num_tiles)) * HEAD_GROUP
+        size = gl.minimum(num_columns - first, HEAD_GROUP)
         within = rank - first * num_tiles
         tile = num_tiles - 1 - within // size
         column = first + within % size
@@ -38,11 +38,9 @@ def ranked_tile(rank, num_tiles, num_columns, group, CAUSAL: gl.constexpr):
 
 @gluon.jit
 def heaviest_first(tile, column):
-    """``ranked_tile`` of a program in a causal grid (query tiles, columns), in groups of
-    ``HEAD_GROUP`` columns."""
+    """``ranked_tile`` of a program in a causal grid (query tiles, columns)."""
     num_tiles = gl.num_programs(0)
-    return ranked_tile(column * num_tiles + tile, num_tiles, gl.num_programs(1), HEAD_GROUP,
-                       True)
+    return ranked_tile(column * num_tiles + tile, num_tiles, gl.num_programs(1), True)
 
 
 @gluon.jit
@@ -91,6 +89,18 @@ def ring_barriers(STAGES: gl.constexpr, CONSUMERS: gl.constexpr = 2):
         mbarrier.init(a_empty.index(i), count=CONSUMERS)
         mbarrier.init(b_empty.index(i), count=CONSUMERS)
     return a_full, a_empty, b_full, b_empty
+
+
+@gluon.jit
+def await_landed(t, a_full, b_full):
+    """Wait until the ring's fills before the ``t``-th that may still be in flight (the last
+    ``STAGES``) have landed. A loader that writes new TMA descriptors over the ones those copies
+    read (one scratch slot per call site) must wait first: a copy reads its descriptor while in
+    flight."""
+    STAGES: gl.constexpr = a_full.shape[0]
+    for u in range(gl.maximum(t - STAGES, 0), t):
+        mbarrier.wait(a_full.index(u % STAGES), (u // STAGES) & 1)
+        mbarrier.wait(b_full.index(u % STAGES), (u // STAGES) & 1)
 
 
 @gluon.jit

@@ -36,7 +36,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 from ._common import COMPILE_OPTIONS, LOG2E, ceil_div
 from ._hopper_ring import (
-    flag_barriers, key_tiles, load_slot, query_tile, release_slot, ring_barriers, tma_load,
+    await_landed, flag_barriers, key_tiles, load_slot, query_tile, release_slot, ring_barriers,
+    tma_load,
 )
 from . import flash_fwd_hopper
 
@@ -57,15 +58,9 @@ def _loader(k_desc, v_desc, q_base, do_base, lse_base, delta_base, dk_base, dv_b
         mbarrier.expect(kv_bars.index(wg), 2 * k_desc.block_type.nbytes)
         tma_load(k_desc, [start_n + wg * 64, 0], kv_bars.index(wg), k_smem.index(wg))
         tma_load(v_desc, [start_n + wg * 64, 0], kv_bars.index(wg), v_smem.index(wg))
-    STAGES: gl.constexpr = q_smem.shape[0]
     t = 0
     for g in range(heads):
-        # Each head's descriptors are written over the last head's (one scratch slot per call
-        # site), and a TMA copy reads its descriptor while in flight: wait until the copies
-        # that may still be in flight (the last STAGES) have landed.
-        for u in range(gl.maximum(t - STAGES, 0), t):
-            mbarrier.wait(q_full.index(u % STAGES), (u // STAGES) & 1)
-            mbarrier.wait(do_full.index(u % STAGES), (u // STAGES) & 1)
+        await_landed(t, q_full, do_full)  # each head's descriptors are written over the last's
         q_desc = tma.make_tensor_descriptor(q_base + g * stride_qh, [seqlen_q, HEAD_DIM],
                                             [stride_qs, 1], [TILE_M, HEAD_DIM], q_smem.layout)
         do_desc = tma.make_tensor_descriptor(do_base + g * stride_dh, [seqlen_q, HEAD_DIM],

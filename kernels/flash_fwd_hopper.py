@@ -40,7 +40,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 from ._common import COMPILE_OPTIONS, LN2, LOG2E, ceil_div
 from ._hopper_ring import (
-    HEAD_GROUP, flag_barriers, key_tiles, load_slot, ranked_tile, release_slot, ring_barriers,
+    await_landed, flag_barriers, key_tiles, load_slot, ranked_tile, release_slot, ring_barriers,
     tma_load,
 )
 
@@ -141,7 +141,7 @@ def _work_tile(unit, num_tiles_m, num_columns, num_heads_q, heads_per_kv, CAUSAL
                BLOCK_M: gl.constexpr):
     """The query tile ``ranked_tile`` ranks ``unit``-th: ``(start_m, batch (int64), query head,
     KV head)``."""
-    tile, column = ranked_tile(unit, num_tiles_m, num_columns, HEAD_GROUP, CAUSAL)
+    tile, column = ranked_tile(unit, num_tiles_m, num_columns, CAUSAL)
     h = column % num_heads_q
     return tile * BLOCK_M, (column // num_heads_q).to(gl.int64), h, h // heads_per_kv
 
@@ -179,21 +179,17 @@ def _load_tile(unit, t, i, Q, K, V, stride_qb, stride_qs, stride_qh, stride_kb, 
     has released its last one, then the K and V tiles its rows see into ring fills ``t``
     onwards, each slot once every consumer has released it. Returns how many fills."""
     CONSUMERS: gl.constexpr = q_smem.shape[0]
-    STAGES: gl.constexpr = k_smem.shape[0]
     BLOCK_N: gl.constexpr = k_smem.shape[1]
     HEAD_DIM: gl.constexpr = k_smem.shape[2]
     CAUSAL: gl.constexpr = q_full.shape[0] - CONSUMERS >= 2
     start_m, b64, h, hk = _work_tile(unit, num_tiles_m, num_columns, num_heads_q, heads_per_kv,
                                      CAUSAL, 64 * CONSUMERS)
-    # The tile's descriptors are written over the last tile's (one scratch slot per call site),
-    # and a TMA copy reads its descriptor while in flight: wait until the last tile's copies
-    # (its query parts, its last STAGES fills) have landed.
+    # The tile's descriptors are written over the last tile's: wait until the last tile's
+    # copies (its query parts, its fills) have landed.
     if i > 0:
         for wg in gl.static_range(CONSUMERS):
             mbarrier.wait(q_full.index(wg), (i - 1) & 1)
-        for u in range(gl.maximum(t - STAGES, 0), t):
-            mbarrier.wait(k_full.index(u % STAGES), (u // STAGES) & 1)
-            mbarrier.wait(v_full.index(u % STAGES), (u // STAGES) & 1)
+        await_landed(t, k_full, v_full)
     q_desc = tma.make_tensor_descriptor(Q + b64 * stride_qb + h * stride_qh,
                                         [seqlen_q, HEAD_DIM], [stride_qs, 1], [64, HEAD_DIM],
                                         q_smem.layout)
