@@ -20,16 +20,16 @@ HEAD_GROUP = gl.constexpr(8)  # as _common.scheduled_tile
 
 
 @gluon.jit
-def ranked_tile(rank, num_tiles, num_columns, CAUSAL: gl.constexpr):
+def ranked_tile(rank, num_tiles, num_columns, group, CAUSAL: gl.constexpr):
     """The ``(tile, column)`` (query tile, batch-head) of the ``rank``-th unit of work in a grid of
     ``num_tiles`` x ``num_columns``, ranks counting tiles fastest: a Gluon form of
-    ``_common.scheduled_tile``. Causal: each group of ``HEAD_GROUP`` columns runs its last
-    (heaviest) query tile first."""
+    ``_common.scheduled_tile``. Causal: each group of ``group`` columns runs its last (heaviest)
+    query tile first."""
     tile = rank % num_tiles
     column = rank // num_tiles
     if CAUSAL:
-        first = (rank // (HEAD_GROUP * num_tiles)) * HEAD_GROUP
-        size = gl.minimum(num_columns - first, HEAD_GROUP)
+        first = (rank // (group * num_tiles)) * group
+        size = gl.minimum(num_columns - first, group)
         within = rank - first * num_tiles
         tile = num_tiles - 1 - within // size
         column = first + within % size
@@ -38,9 +38,11 @@ def ranked_tile(rank, num_tiles, num_columns, CAUSAL: gl.constexpr):
 
 @gluon.jit
 def heaviest_first(tile, column):
-    """``ranked_tile`` of a program in a causal grid (query tiles, columns)."""
+    """``ranked_tile`` of a program in a causal grid (query tiles, columns), in groups of
+    ``HEAD_GROUP`` columns."""
     num_tiles = gl.num_programs(0)
-    return ranked_tile(column * num_tiles + tile, num_tiles, gl.num_programs(1), True)
+    return ranked_tile(column * num_tiles + tile, num_tiles, gl.num_programs(1), HEAD_GROUP,
+                       True)
 
 
 @gluon.jit

@@ -40,8 +40,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 from ._common import COMPILE_OPTIONS, LN2, LOG2E, ceil_div
 from ._hopper_ring import (
-    await_landed, flag_barriers, key_tiles, load_slot, ranked_tile, release_slot, ring_barriers,
-    tma_load,
+    HEAD_GROUP, await_landed, flag_barriers, key_tiles, load_slot, ranked_tile, release_slot,
+    ring_barriers, tma_load,
 )
 
 ONE_BITS = gl.constexpr(0x3F800000)  # 1.0f as int32
@@ -138,10 +138,13 @@ def _pass_turn(turns, WG: gl.constexpr):
 
 @gluon.jit
 def _work_tile(unit, num_tiles_m, num_columns, num_heads_q, heads_per_kv, CAUSAL: gl.constexpr,
-               BLOCK_M: gl.constexpr):
+               PERSISTENT: gl.constexpr, BLOCK_M: gl.constexpr):
     """The query tile ``ranked_tile`` ranks ``unit``-th: ``(start_m, batch (int64), query head,
-    KV head)``."""
-    tile, column = ranked_tile(unit, num_tiles_m, num_columns, CAUSAL)
+    KV head)``. Causal launches run the heaviest tiles first, in groups of ``HEAD_GROUP``
+    columns with one program per tile, over all columns when persistent (whose programs take
+    every ``programs``-th tile, so that each program's share weighs about the same)."""
+    group = num_columns if PERSISTENT else HEAD_GROUP
+    tile, column = ranked_tile(unit, num_tiles_m, num_columns, group, CAUSAL)
     h = column % num_heads_q
     return tile * BLOCK_M, (column // num_heads_q).to(gl.int64), h, h // heads_per_kv
 
@@ -183,7 +186,7 @@ def _load_tile(unit, t, i, Q, K, V, stride_qb, stride_qs, stride_qh, stride_kb, 
     HEAD_DIM: gl.constexpr = k_smem.shape[2]
     CAUSAL: gl.constexpr = q_full.shape[0] - CONSUMERS >= 2
     start_m, b64, h, hk = _work_tile(unit, num_tiles_m, num_columns, num_heads_q, heads_per_kv,
-                                     CAUSAL, 64 * CONSUMERS)
+                                     CAUSAL, q_empty.shape[0] > CONSUMERS, 64 * CONSUMERS)
     # The tile's descriptors are written over the last tile's: wait until the last tile's
     # copies (its query parts, its fills) have landed.
     if i > 0:
@@ -263,7 +266,7 @@ def _consume_tile(WG: gl.constexpr, unit, t0, k0, q_phase, q_smem, k_smem, v_sme
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     start_m, b64, h, hk = _work_tile(unit, num_tiles_m, num_columns, num_heads_q, heads_per_kv,
-                                     CAUSAL, BLOCK_M * CONSUMERS)
+                                     CAUSAL, q_empty.shape[0] > CONSUMERS, BLOCK_M * CONSUMERS)
     diag = seqlen_k - seqlen_q
     n_tiles = key_tiles(start_m, diag, seqlen_k, BLOCK_N, CAUSAL, BLOCK_M * CONSUMERS)
     rows0 = start_m + WG * BLOCK_M
@@ -473,12 +476,15 @@ HOPPER_CONFIGS = {64: (128, 2, 160, 3, True), 128: (128, 2, 240, 2, False)}
 # slower) and from 4096 without it (v22b: 7% faster there, a tie at 2048).
 FASTER = {(128, True): (128, 128), (128, False): (128, 128), (64, True): (2048, 8192),
           (64, False): (2048, 4096)}
-# Query rows per (head dim, causal) below which a launch is persistent (``launch_shape``).
-# Measured on two H200s against one program per tile (docs/kernel_notes.md, session 33):
-# without a causal mask 4-10% faster at S 2048 (D64 and D128, MHA and GQA), level at 4096 (D64);
-# with one, persistent launches ran slower (heaviest first over all columns, or tiles folded
-# into pairs), so causal launches keep one program per tile.
-PERSISTENT_BELOW = {(64, False): 4096, (128, False): 4096}
+# Query rows per (head dim, causal, grouped: at least GROUPED query heads per KV head) below
+# which a launch is persistent (``launch_shape``). Measured on H200s against one program per
+# tile (docs/kernel_notes.md, session 33): without a causal mask 4-10% faster at S 2048 (D64 and
+# D128, MHA and GQA 8:1), level at 4096 (D64). Causal, heaviest first over all columns: MHA
+# slower (each column its own K/V), GQA 8:1 faster (D128 +14%, D64 +4% but still behind the
+# Triton forward, which D64 causal calls take there).
+GROUPED = 8
+PERSISTENT_BELOW = {(64, False, False): 4096, (64, False, True): 4096,
+                    (128, False, False): 4096, (128, False, True): 4096, (128, True, True): 4096}
 ENABLED = os.environ.get("HF_STABLE_ATTN_GLUON", "1") != "0"
 
 
@@ -534,6 +540,12 @@ def launch_shape(batch, seqlen_q, heads_q, persistent, rows_per_tile):
     return programs, tiles, columns
 
 
+def persistent_launch(head_dim, causal, rows, heads_per_kv) -> bool:
+    """Whether a call with ``rows`` query rows launches persistent (``PERSISTENT_BELOW``)."""
+    key = (head_dim, bool(causal), heads_per_kv >= GROUPED)
+    return rows < PERSISTENT_BELOW.get(key, 0)
+
+
 def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, tie_window,
                           min_gap, max_gap, config=None, persistent=None):
     """Stabilized forward of dense q (B, Sq, Hq, D), k, v (B, Sk, Hk, D) on the current GPU
@@ -545,7 +557,7 @@ def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, ti
     sk, hk = k.shape[1], k.shape[2]
     block_n, stages, regs, consumers, pingpong = config or HOPPER_CONFIGS[head_dim]
     if persistent is None:
-        persistent = sq < PERSISTENT_BELOW.get((head_dim, bool(causal)), 0)
+        persistent = persistent_launch(head_dim, causal, sq, hq // hk)
     programs, tiles, columns = launch_shape(batch, sq, hq, persistent, 64 * consumers)
     out = torch.empty_like(q)
     lse = torch.empty((batch, hq, sq), device=q.device, dtype=torch.float32)

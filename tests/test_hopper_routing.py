@@ -84,6 +84,16 @@ def test_a_launch_has_a_program_per_tile_or_at_most_one_per_sm(monkeypatch):
                                                                           16)
 
 
+@pytest.mark.parametrize("head_dim, causal, heads_per_kv, persistent", [
+    (64, False, 1, True), (128, False, 8, True), (128, True, 8, True), (128, True, 4, False),
+    (128, True, 1, False), (64, True, 8, False)])
+def test_persistent_launches_below_4096_rows_where_measured_faster(head_dim, causal,
+                                                                  heads_per_kv, persistent):
+    """Without a causal mask, and with one at D128 where 8 query heads share a KV head."""
+    assert flash_fwd_hopper.persistent_launch(head_dim, causal, 2048, heads_per_kv) == persistent
+    assert not flash_fwd_hopper.persistent_launch(head_dim, causal, 4096, heads_per_kv)
+
+
 BWD_COVERED = dict(varlen=False, window_left=-1, window_right=-1, causal=True,
                    has_softcap=False, dropout_p=0.0, key_padding_mask=None, tma_ok=True)
 
