@@ -125,6 +125,25 @@ def timed_record(shape, fns, rounds, device) -> dict:
                 triton_config=list(LAUNCHES["fwd"].last), **timed)
 
 
+def timing_shapes(seqlens, head_dims, wanted=None) -> list[tuple]:
+    """(batch, S, Hq, Hkv, D, causal, stabilize) to time, 16384 tokens a batch: every MHA shape
+    and GQA 8:1 without a mask with the fix, or those ``wanted`` names as ``D:causal:fix`` (MHA)
+    or ``D:causal:fix:group`` (``group`` query heads per KV head)."""
+    shapes = []
+    for s in seqlens:
+        for d in head_dims:
+            h = 16 if d == 128 else 32
+            for group in (1, 8):
+                for causal in (False, True):
+                    for stabilize in (True, False):
+                        shapes.append((16384 // s, s, h, h // group, d, causal, stabilize))
+    if not wanted:
+        return [sh for sh in shapes if sh[2] == sh[3] or (not sh[5] and sh[6])]
+    keys = {tuple(map(int, text.split(":"))) for text in wanted}
+    keys = {key if len(key) == 4 else (*key, 1) for key in keys}
+    return [sh for sh in shapes if (sh[4], int(sh[5]), int(sh[6]), sh[2] // sh[3]) in keys]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
@@ -133,7 +152,8 @@ def main() -> None:
     ap.add_argument("--head-dims", type=int, nargs="+", default=[128, 64])
     ap.add_argument("--timing-only", action="store_true")
     ap.add_argument("--shapes", nargs="+", default=None,
-                    help="timing shapes as D:causal:fix, e.g. 128:1:1 (default: all)")
+                    help="timing shapes as D:causal:fix[:group], e.g. 128:1:1 or 64:1:1:8 "
+                         "(default: every MHA shape, GQA 8:1 without a mask with the fix)")
     ap.add_argument("--configs", nargs="+", default=None,
                     help="Gluon configs as D:BLOCK_N:STAGES:REGS:CONSUMERS:PINGPONG (default: "
                          "CONFIGS)")
@@ -162,18 +182,7 @@ def main() -> None:
             result["checks"].append(r)
             print(json.dumps(r), flush=True)
     save(result, args.out)
-    shapes = []
-    for s in args.seqlens:
-        for d in args.head_dims:
-            h = 16 if d == 128 else 32
-            for causal in (False, True):
-                for stabilize in (True, False):
-                    shapes.append((16384 // s, s, h, h, d, causal, stabilize))
-            shapes.append((16384 // s, s, h, h // 8, d, False, True))
-    if args.shapes:
-        wanted = {tuple(map(int, text.split(":"))) for text in args.shapes}
-        shapes = [sh for sh in shapes if (sh[4], int(sh[5]), int(sh[6])) in wanted
-                  and sh[2] == sh[3]]
+    shapes = timing_shapes(args.seqlens, args.head_dims, args.shapes)
     time_within_budget(shapes, lambda shape: timing(shape, CONFIGS[shape[4]], args.rounds),
                        result, args.out, args.budget_s, t0,
                        ("shape", "triton_config", "tflops"))
