@@ -73,6 +73,8 @@ def _run_line(data: dict, path: str) -> str:
     if v.get("cuda"):
         parts += [f"CUDA {v['cuda']}", f"cuDNN {v.get('cudnn')}"]
     parts.append(f"commit {v.get('hf_stable_attn_commit')}")
+    if v.get("hf_stable_attn_source"):
+        parts.append(f"source {v['hf_stable_attn_source']}")
     return f"**{data.get('gpu')}**, {', '.join(parts)}; {data.get('date')} (`{Path(path).name}`)"
 
 

@@ -1,12 +1,17 @@
-"""What a results file says about its run: the device, the software versions, the date.
+"""What a results file says about its run: the device, the software versions, the code, the date.
 
 Every benchmark writes one JSON file ``{header..., "records": [flat dicts]}``; this module builds
 the header and writes the file (atomically, so a crash mid-run leaves the last complete state).
+
+``python -m benchmarks.runinfo [REV ...] [--find DIGEST]`` prints the source digest of the tree
+(or of each revision), or the commits whose code has ``DIGEST``.
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime
+import hashlib
 import json
 import os
 import platform
@@ -15,6 +20,9 @@ import subprocess
 from pathlib import Path
 
 import torch
+
+REPO = Path(__file__).resolve().parent.parent
+SOURCE_DIRS = ("hf_stable_attn", "kernels")  # the code a benchmark runs
 
 
 def device_name(device: torch.device) -> str:
@@ -52,6 +60,40 @@ def _git_commit() -> str | None:
     return os.environ.get("GIT_COMMIT")
 
 
+def _git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True,
+                          timeout=60).stdout
+
+
+def _blob_id(data: bytes) -> str:
+    """Git's id of a file with these bytes (``git hash-object``)."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def source_digest(root: Path = REPO, rev: str | None = None) -> str:
+    """12 hex digits naming the code that runs: sha256 over every ``.py`` file under
+    ``SOURCE_DIRS``, by path and git blob id, of the tree at ``root`` or (``rev``) of that
+    revision of its repository. Read from the files themselves, it names the code where a
+    copy's ``.git`` lags its files (the GPU machine's copies)."""
+    if rev is None:
+        blobs = {p.relative_to(root).as_posix(): _blob_id(p.read_bytes())
+                 for d in SOURCE_DIRS for p in (root / d).rglob("*.py")}
+    else:
+        blobs = {}
+        for line in _git(root, "ls-tree", "-r", rev, "--", *SOURCE_DIRS).splitlines():
+            meta, path = line.split("\t", 1)
+            if path.endswith(".py"):
+                blobs[path] = meta.split()[2]
+    h = hashlib.sha256("".join(f"{p}\0{b}\n" for p, b in sorted(blobs.items())).encode())
+    return h.hexdigest()[:12]
+
+
+def commits_with_digest(digest: str, root: Path = REPO, count: int = 500) -> list[str]:
+    """The last ``count`` commits of every branch whose code has ``source_digest`` ``digest``."""
+    revs = _git(root, "rev-list", "--all", f"--max-count={count}").split()
+    return [rev[:12] for rev in revs if source_digest(root, rev) == digest]
+
+
 def header(benchmark: str, device: torch.device, config: dict) -> dict:
     """The top-level fields of a results file (everything but ``records``)."""
     versions = {
@@ -62,6 +104,7 @@ def header(benchmark: str, device: torch.device, config: dict) -> dict:
         "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
         "hf_stable_attn_commit": _git_commit(),
+        "hf_stable_attn_source": source_digest(),
     }
     return {
         "benchmark": benchmark,
@@ -85,3 +128,19 @@ def write_results(path: Path, head: dict, records: list[dict], **extra) -> None:
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps({**head, **extra, "records": records}, indent=1) + "\n")
     os.replace(tmp, path)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description="source digests of the code (see source_digest)")
+    ap.add_argument("revs", nargs="*", help="revisions (default: the working tree)")
+    ap.add_argument("--find", metavar="DIGEST", help="print the commits whose code has DIGEST")
+    args = ap.parse_args()
+    if args.find:
+        print("\n".join(commits_with_digest(args.find)) or f"no commit has {args.find}")
+        return
+    for rev in args.revs or [None]:
+        print(f"{rev or 'working tree'}: {source_digest(rev=rev)}")
+
+
+if __name__ == "__main__":
+    main()

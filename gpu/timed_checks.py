@@ -1,6 +1,6 @@
 """What the Gluon route and kernel checks (``gpu/route_check.py``, ``hopper_bwd_check.py``,
 ``hopper_fwd_check.py``) share: a variant set's timing record, and the timing loop that stops at
-a time budget and keeps its results on disk after every shape."""
+a time budget and keeps its results on disk after every shape, naming the code that ran."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Callable, Iterable
 
 import torch
 
+from benchmarks.runinfo import source_digest
 from benchmarks.timing import interleaved_medians
 
 
@@ -22,6 +23,8 @@ def rates(fns: dict[str, Callable[[], object]], rounds: int, device: torch.devic
 
 
 def save(result: dict, out: str) -> None:
+    """``result`` as JSON at ``out``, with ``source``: the ``source_digest`` of the code."""
+    result.setdefault("source", source_digest())
     with open(out, "w") as f:
         json.dump(result, f, indent=1)
 

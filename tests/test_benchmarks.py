@@ -19,7 +19,7 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from benchmarks import bench_attention, bench_e2e, make_tables, timing  # noqa: E402
+from benchmarks import bench_attention, bench_e2e, make_tables, runinfo, timing  # noqa: E402
 
 RECORD_KEYS = {
     "impl", "dtype", "seqlen", "batch", "heads_q", "heads_kv", "head_dim", "causal", "mode",
@@ -457,3 +457,40 @@ def test_interleaved_medians_warm_each_call_then_time_it_every_round():
     assert set(med) == set(rounds) == {"x", "y"}
     assert all(len(v) == 2 and med[n] >= 0 for n, v in rounds.items())
     assert calls == {"x": 1 + 2 * 3, "y": 1 + 2 * 3}  # one warm-up, cpu_reps=3 per round
+
+
+def _commit_all(root: Path, message: str) -> str:
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run(git + ["add", "-A"], check=True)
+    subprocess.run(git + ["commit", "-qm", message], check=True)
+    return subprocess.run(git + ["rev-parse", "HEAD"], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def test_source_digest_names_the_code_in_a_tree_and_in_its_commit(tmp_path):
+    """The digest of files on disk equals their commit's, moves with the code (not with other
+    files) and leads back to the commit."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "hf_stable_attn").mkdir()
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "hf_stable_attn" / "ops.py").write_text("A = 1\n")
+    (tmp_path / "kernels" / "flash.py").write_text("B = 2\n")
+    (tmp_path / "README.md").write_text("docs\n")
+    first = _commit_all(tmp_path, "first")
+    digest = runinfo.source_digest(tmp_path)
+    assert digest == runinfo.source_digest(tmp_path, "HEAD")
+    (tmp_path / "README.md").write_text("other docs\n")
+    (tmp_path / "kernels" / "notes.txt").write_text("not code\n")
+    assert runinfo.source_digest(tmp_path) == digest
+    (tmp_path / "kernels" / "flash.py").write_text("B = 3\n")
+    assert runinfo.source_digest(tmp_path) != digest
+    second = _commit_all(tmp_path, "second")
+    assert runinfo.source_digest(tmp_path, second) == runinfo.source_digest(tmp_path)
+    assert runinfo.commits_with_digest(digest, tmp_path) == [first[:12]]
+
+
+def test_results_headers_carry_the_source_digest():
+    head = runinfo.header("attention", torch.device("cpu"), {})
+    assert head["versions"]["hf_stable_attn_source"] == runinfo.source_digest()
+    line = make_tables._run_line({**head, "records": []}, "x.json")
+    assert f"source {runinfo.source_digest()}" in line
