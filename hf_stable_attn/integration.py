@@ -12,10 +12,12 @@ and fails. So we:
    (``stable_flash_mask``);
 2. wrap ``_lazy_imports`` so that our name resolves to ``flash_attn_func`` /
    ``flash_attn_varlen_func`` of this package, and every other name to transformers' own code;
-3. send a call through that path only where it does something for us (``_flash_path_needed``:
+3. keep our name on models that list their own flash kernels (``_keeps_our_name``: gpt-oss,
+   for which Transformers swaps any name containing "flash" for vllm-flash-attn3);
+4. send a call through that path only where it does something for us (``_flash_path_needed``:
    packed sequences) and hand it ``position_ids`` only where they can mark packed sequences
    (its test for them costs small kernels on every call in some releases);
-4. serve every other call ourselves (``_attend``): no padding, and padding masks, which go to
+5. serve every other call ourselves (``_attend``): no padding, and padding masks, which go to
    the kernel as a key padding mask. The flash path would unpad them in every layer
    (``nonzero``, an ``.item()`` sync, gathers): a graph break under ``torch.compile``
    (generation with a static cache, which Transformers compiles, ran ten times slower), and in
@@ -32,9 +34,11 @@ moves any of these pieces.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch.compiler import is_compiling
-from transformers import AttentionInterface
+from transformers import AttentionInterface, PreTrainedModel
 from transformers import modeling_flash_attention_utils as fa_utils
 from transformers.masking_utils import (AttentionMaskInterface, causal_mask_function,
                                         flash_attention_mask)
@@ -250,9 +254,37 @@ def _resolve_stable_flash(original):
     return lazy_imports
 
 
+def _keeps_our_name(check):
+    """Wrap ``PreTrainedModel._check_and_adjust_attn_implementation`` so that a model listing
+    its own flash kernels (``_compatible_flash_implementations``; gpt-oss's vllm-flash-attn3,
+    for its attention sinks) keeps our name: Transformers swaps any name containing "flash" that
+    the list lacks for the list's first entry. Our name joins the model's list for that check."""
+
+    @functools.wraps(check)
+    def checked(self, attn_implementation, *args, **kwargs):
+        own = getattr(self, "_compatible_flash_implementations", None)
+        if attn_implementation != ATTN_IMPLEMENTATION or not own:
+            return check(self, attn_implementation, *args, **kwargs)
+        shadowed = vars(self).get("_compatible_flash_implementations")
+        self._compatible_flash_implementations = [*own, ATTN_IMPLEMENTATION]
+        try:
+            return check(self, attn_implementation, *args, **kwargs)
+        finally:
+            if shadowed is None:
+                del self._compatible_flash_implementations
+            else:
+                self._compatible_flash_implementations = shadowed
+
+    checked.__wrapped_by_hf_stable_attn__ = check
+    return checked
+
+
 def register() -> None:
     """Make ``attn_implementation="stable_flash"`` available (idempotent)."""
     AttentionInterface.register(ATTN_IMPLEMENTATION, stable_flash_attention_forward)
     AttentionMaskInterface.register(ATTN_IMPLEMENTATION, stable_flash_mask)
     if not hasattr(fa_utils._lazy_imports, "__wrapped_by_hf_stable_attn__"):
         fa_utils._lazy_imports = _resolve_stable_flash(fa_utils._lazy_imports)
+    check = PreTrainedModel._check_and_adjust_attn_implementation
+    if not hasattr(check, "__wrapped_by_hf_stable_attn__"):
+        PreTrainedModel._check_and_adjust_attn_implementation = _keeps_our_name(check)

@@ -15,16 +15,13 @@ from torch.compiler import is_compiling
 from . import ops
 from .options import current_options
 from .shift_rule import shift_params
+from .sinks import check_sinks
 
 
-def _unsupported(alibi_slopes, s_aux, block_table) -> None:
+def _unsupported(alibi_slopes, block_table) -> None:
     if alibi_slopes is not None:
         raise NotImplementedError(
             "hf_stable_attn does not implement ALiBi (alibi_slopes); use attn_implementation='sdpa' or 'eager' for ALiBi models"
-        )
-    if s_aux is not None:
-        raise NotImplementedError(
-            "hf_stable_attn does not implement learnable attention sinks (s_aux); use 'eager' or 'flex_attention' for this model"
         )
     if block_table is not None:
         raise NotImplementedError(
@@ -34,12 +31,14 @@ def _unsupported(alibi_slopes, s_aux, block_table) -> None:
 
 def _run(q, k, v, packed, cu_q, cu_k, max_q, max_k, dropout_p, softmax_scale, causal,
          window_size, softcap, deterministic, stabilize, beta, tie_tolerance, backend,
-         key_padding_mask=None, heads_first=False):
+         key_padding_mask=None, heads_first=False, sinks=None):
     options = current_options().updated(
         stabilize=stabilize, beta=beta, tie_tolerance=tie_tolerance, backend=backend
     )
     chosen = ops.resolve_backend(options.backend, q)
     ops.validate_inputs(q, k, v, chosen, packed, key_padding_mask, heads_first)
+    if sinks is not None:
+        check_sinks(sinks, q, 1 if heads_first else -2)
     if softmax_scale is None:
         softmax_scale = q.shape[-1] ** -0.5
     left, right = (int(w) for w in window_size)
@@ -52,6 +51,7 @@ def _run(q, k, v, packed, cu_q, cu_k, max_q, max_k, dropout_p, softmax_scale, ca
         softmax_scale=softmax_scale, causal=causal, window_left=left, window_right=right,
         softcap=float(softcap or 0.0), dropout_p=float(dropout_p), shift=shift, backend=chosen,
         deterministic=deterministic, key_padding_mask=key_padding_mask, heads_first=heads_first,
+        sinks=sinks,
     )
 
 
@@ -85,7 +85,9 @@ def flash_attn_func(
         causal: causal mask aligned to the bottom right when seqlen_q != seqlen_k.
         window_size: (left, right) sliding window, -1 for unbounded.
         softcap: > 0 applies ``softcap * tanh(S / softcap)``.
-        alibi_slopes, s_aux: not supported (clear error).
+        alibi_slopes: not supported (clear error).
+        s_aux: attention sinks (nheads,), one logit per query head that joins every row's
+            softmax denominator and gives no value (gpt-oss's ``sinks``); differentiable.
         deterministic: accepted for flash-attn compatibility; the backward is always
             deterministic (no atomics).
         return_attn_probs: also return the log-sum-exp (batch, nheads, seqlen_q) and None.
@@ -98,11 +100,11 @@ def flash_attn_func(
     Returns:
         out (batch, seqlen_q, nheads, headdim); with ``return_attn_probs`` ``(out, lse, None)``.
     """
-    _unsupported(alibi_slopes, s_aux, None)
+    _unsupported(alibi_slopes, None)
     out, lse = _run(
         q, k, v, False, None, None, q.shape[1], k.shape[1], dropout_p, softmax_scale, causal,
         window_size, softcap, deterministic, stabilize, beta, tie_tolerance, backend,
-        key_padding_mask,
+        key_padding_mask, sinks=s_aux,
     )
     return (out, lse, None) if return_attn_probs else out
 
@@ -122,13 +124,13 @@ def attend_heads_first(
 ) -> Tensor:
     """``flash_attn_func`` on Transformers' layout, for the registered attention function:
     query (B, Hq, Sq, D), key/value (B, Hk, Sk, D) -> out (B, Sq, Hq, D). Taking the layout as
-    it comes saves the graph three transposes (host time in the forward and the backward)."""
-    _unsupported(None, s_aux, None)
+    it comes saves the graph three transposes (host time in the forward and the backward).
+    ``s_aux``: attention sinks (Hq,), as ``flash_attn_func``'s."""
     out, _ = _run(
         query, key, value, False, None, None, query.shape[2], key.shape[2], dropout_p,
         softmax_scale, causal, window_size, softcap, deterministic=True, stabilize=None,
         beta=None, tie_tolerance=None, backend=None, key_padding_mask=key_padding_mask,
-        heads_first=True,
+        heads_first=True, sinks=s_aux,
     )
     return out
 
@@ -163,18 +165,19 @@ def flash_attn_varlen_func(
         q: (total_q, nheads, headdim); k, v: (total_k, nheads_k, headdim).
         cu_seqlens_q, cu_seqlens_k: int32 (batch + 1,) cumulative sequence lengths.
         max_seqlen_q, max_seqlen_k: the longest sequence of each (Python ints).
-        Other arguments as ``flash_attn_func``; block_table (paged KV cache) is not supported.
+        Other arguments as ``flash_attn_func`` (``s_aux`` included); block_table (paged KV
+        cache) is not supported.
 
     Returns:
         out (total_q, nheads, headdim); with ``return_attn_probs`` ``(out, lse, None)`` where
         lse is (nheads, total_q).
     """
-    _unsupported(alibi_slopes, s_aux, block_table)
+    _unsupported(alibi_slopes, block_table)
     if cu_seqlens_q.dtype != torch.int32 or cu_seqlens_k.dtype != torch.int32:
         cu_seqlens_q, cu_seqlens_k = cu_seqlens_q.to(torch.int32), cu_seqlens_k.to(torch.int32)
     out, lse = _run(
         q, k, v, True, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
         softmax_scale, causal, window_size, softcap, deterministic, stabilize, beta,
-        tie_tolerance, backend,
+        tie_tolerance, backend, sinks=s_aux,
     )
     return (out, lse, None) if return_attn_probs else out

@@ -19,6 +19,7 @@ from torch import Tensor
 
 from .reference import reference_backward, reference_forward
 from .shift_rule import ShiftParams
+from .sinks import fold_sinks, sinks_grad
 
 logger = logging.getLogger(__name__)
 
@@ -168,17 +169,20 @@ class _Attention(torch.autograd.Function):
     whose wrapper re-binds the op's 21 arguments on every call (hundreds of microseconds of host
     time per layer measured on the GPU host; docs/kernel_notes.md, host overhead).
     ``lse`` is returned without a gradient (as flash-attn's). With ``heads_first`` the inputs
-    are (B, H, S, D) and their gradients are returned in that layout."""
+    are (B, H, S, D) and their gradients are returned in that layout. ``sinks`` (Hq,) or None:
+    attention sinks, folded into the output (``sinks.fold_sinks``) and given a gradient."""
 
     @staticmethod
-    def forward(ctx, q, k, v, cu_q, cu_k, seed, static, kpm, heads_first):
+    def forward(ctx, q, k, v, sinks, cu_q, cu_k, seed, static, kpm, heads_first):
         (max_q, max_k, scale, causal, left, right, softcap, dropout_p, stabilize, beta,
          tie_window, min_gap, max_gap, deterministic, backend) = static
         ctx.heads_first = heads_first
         if heads_first:
             q, k, v = _seq_first(q, k, v)
         out, lse = _run_forward(q, k, v, cu_q, cu_k, seed, static, kpm)
-        ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k, seed, kpm)
+        if sinks is not None:
+            out, lse = fold_sinks(out, lse, sinks)
+        ctx.save_for_backward(q, k, v, sinks, out, lse, cu_q, cu_k, seed, kpm)
         ctx.static = (max_q, max_k, scale, causal, left, right, softcap, dropout_p,
                       deterministic, backend)
         ctx.mark_non_differentiable(lse)
@@ -186,7 +190,7 @@ class _Attention(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dout, _dlse):
-        q, k, v, out, lse, cu_q, cu_k, seed, kpm = ctx.saved_tensors
+        q, k, v, sinks, out, lse, cu_q, cu_k, seed, kpm = ctx.saved_tensors
         (max_q, max_k, scale, causal, left, right, softcap, dropout_p, deterministic,
          backend) = ctx.static
         backward = _backward_impl if _dispatch_free(dout, q, k, v, cu_q, cu_k, kpm) else _bwd
@@ -196,7 +200,8 @@ class _Attention(torch.autograd.Function):
         )
         if ctx.heads_first:
             grads = _seq_first(*grads)  # back to the inputs' (B, H, S, D)
-        return (*grads, None, None, None, None, None, None)
+        dsinks = sinks_grad(dout, out, lse, sinks) if ctx.needs_input_grad[3] else None
+        return (*grads, dsinks, None, None, None, None, None, None)
 
 
 def _seq_first(*tensors: Tensor) -> tuple[Tensor, ...]:
@@ -297,9 +302,11 @@ def attention(
     deterministic: bool = True,
     key_padding_mask: Optional[Tensor] = None,
     heads_first: bool = False,
+    sinks: Optional[Tensor] = None,
 ) -> tuple[Tensor, Tensor]:
     """Differentiable stabilized attention; returns ``(out, lse)``. Layouts: docs/design.md;
-    ``key_padding_mask`` (dense layout, bool (B, Sk)): keys never attended where False.
+    ``key_padding_mask`` (dense layout, bool (B, Sk)): keys never attended where False;
+    ``sinks`` (Hq,): one attention-sink logit per query head (``hf_stable_attn.sinks``).
     ``heads_first``: dense q, k, v come as (B, H, S, D) (Transformers' layout), still with out
     (B, Sq, Hq, D); they are transposed inside the autograd function, so the graph gets no
     transpose nodes (each costs host time in the forward and the backward)."""
@@ -311,10 +318,12 @@ def attention(
         int(window_left), int(window_right), float(softcap), float(dropout_p), shift.stabilize,
         shift.beta, shift.tie_window, shift.min_gap, shift.max_gap, bool(deterministic), backend,
     )
-    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
-        return _Attention.apply(q, k, v, cu_seqlens_q, cu_seqlens_k, seed, static,
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad or (
+            sinks is not None and sinks.requires_grad)):
+        return _Attention.apply(q, k, v, sinks, cu_seqlens_q, cu_seqlens_k, seed, static,
                                 key_padding_mask, heads_first)
     if heads_first:
         q, k, v = _seq_first(q, k, v)
-    return _run_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, seed, static,
-                        key_padding_mask)  # e.g. generation
+    out, lse = _run_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, seed, static,
+                            key_padding_mask)  # e.g. generation
+    return (out, lse) if sinks is None else fold_sinks(out, lse, sinks)

@@ -53,12 +53,14 @@ def _dense(x: torch.Tensor, cu: torch.Tensor | None, max_len: int | None):
 def attention_oracle(
     q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None,
     softmax_scale=None, causal=False, window_left=-1, window_right=-1, softcap=0.0,
-    dropout_p=0.0, seed=0, key_padding_mask=None, compute_dtype=torch.float64,
+    dropout_p=0.0, seed=0, key_padding_mask=None, sinks=None, compute_dtype=torch.float64,
 ):
     """Standard attention ``softmax(mask(S)) V`` on the full matrix, in ``compute_dtype``.
 
     Same arguments and layouts as ``hf_stable_attn.reference.reference_forward``; differentiable
-    with respect to q, k, v. Returns ``out`` in ``compute_dtype``, rows that see no key are 0.
+    with respect to q, k, v (and ``sinks``). ``sinks`` (Hq,): attention-sink logits, appended to
+    each row's scores as a last column and dropped after the softmax (gpt-oss's eager attention).
+    Returns ``out`` in ``compute_dtype``, rows that see no key are 0.
     """
     qd, valid_q = _dense(q, cu_seqlens_q, max_seqlen_q)
     kd, valid_k = _dense(k, cu_seqlens_k, max_seqlen_k)
@@ -85,7 +87,11 @@ def attention_oracle(
     if key_padding_mask is not None:
         ok = ok & key_padding_mask.bool()[:, None, None, :]
     s = s.masked_fill(~ok, float("-inf"))
-    p = torch.softmax(s, dim=-1).nan_to_num(0.0)
+    if sinks is not None:
+        column = sinks.to(compute_dtype).view(1, hq, 1, 1).expand(*s.shape[:3], 1)
+        p = torch.softmax(torch.cat([s, column], dim=-1), dim=-1)[..., :-1]
+    else:
+        p = torch.softmax(s, dim=-1).nan_to_num(0.0)
     if dropout_p > 0:
         keep = keep_mask(seed, dropout_p, s.shape[0], hq, s.shape[2], s.shape[3], q.device)
         p = p * keep.to(p.dtype) / (1.0 - dropout_p)

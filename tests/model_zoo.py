@@ -32,6 +32,9 @@ FAMILIES = {
         DECODER, head_dim=16, sliding_window=WINDOW, query_pre_attn_scalar=16,
         layer_types=["sliding_attention", "full_attention"])),
     "phi3": ("Phi3Config", "Phi3ForCausalLM", dict(DECODER, sliding_window=WINDOW + 10)),
+    "gpt_oss": ("GptOssConfig", "GptOssForCausalLM", dict(  # learned attention sinks (s_aux)
+        DECODER, head_dim=16, sliding_window=WINDOW, num_local_experts=4, num_experts_per_tok=2,
+        layer_types=["sliding_attention", "full_attention"])),
 }
 
 

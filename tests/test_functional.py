@@ -179,8 +179,6 @@ def test_unsupported_features_say_what_to_use():
     q, k, v = _qkv()
     with pytest.raises(NotImplementedError, match="ALiBi"):
         flash_attn_func(q, k, v, alibi_slopes=torch.ones(4))
-    with pytest.raises(NotImplementedError, match="sinks"):
-        flash_attn_func(q, k, v, s_aux=torch.ones(4))
     with pytest.raises(ValueError, match="backend"):
         flash_attn_func(q, k, v, backend="cuda")
     with pytest.raises(ValueError, match="beta"):

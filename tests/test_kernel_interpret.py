@@ -444,3 +444,22 @@ def test_group_split_partials_are_summed_in_fp32_in_order_and_rounded_once(dtype
         assert ((out == nearest) | (out == other)).all()
     # Rounding each partial first (what torch.sum(..., out=out) does) gives other values.
     assert not torch.equal(out, partials.to(dtype).float().sum(0).to(dtype))
+
+
+@interp
+def test_sinks_around_the_kernel_meet_the_flash_rule():
+    """Attention sinks folded around the Triton kernels (``hf_stable_attn.sinks``): output and
+    gradients, the sinks' included, against the float64 oracle; causal GQA with Sq > Sk, so the
+    first rows see no key, and 20 keys over two tiles."""
+    import hf_stable_attn
+    from test_sinks import check_against_oracle
+
+    g = torch.Generator().manual_seed(8)
+    q, k, v, dout = (torch.randn(*shape, generator=g).to(torch.bfloat16) for shape in
+                     ((1, 27, 4, 16), (1, 20, 2, 16), (1, 20, 2, 16), (1, 27, 4, 16)))
+    sinks = (2.0 * torch.randn(4, generator=g)).to(torch.bfloat16)
+    ours = [t.clone().requires_grad_() for t in (q, k, v, sinks)]
+    out = hf_stable_attn.flash_attn_func(*ours[:3], causal=True, s_aux=ours[3], backend="triton")
+    assert torch.equal(out[:, :7], torch.zeros_like(out[:, :7]))
+    check_against_oracle(ours, out, dout, lambda q, k, v, s, dtype: attention_oracle(
+        q, k, v, causal=True, sinks=s, compute_dtype=dtype), (q, k, v, sinks))

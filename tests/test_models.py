@@ -71,7 +71,7 @@ def test_bf16_matches_eager_within_bf16_tolerance(family):
     assert (a[valid] - b[valid]).abs().max() < 0.1 * a[valid].abs().max()
 
 
-@pytest.mark.parametrize("family", ["llama", "qwen3"])
+@pytest.mark.parametrize("family", ["llama", "qwen3", "gpt_oss"])
 def test_packed_sequences_match_unpacked(family):
     from transformers import DataCollatorWithFlattening
 
@@ -89,12 +89,13 @@ def test_packed_sequences_match_unpacked(family):
             start += n
 
 
-def test_torch_compile_fullgraph_forward_backward():
+@pytest.mark.parametrize("family", ["llama", "gpt_oss"])
+def test_torch_compile_fullgraph_forward_backward(family):
     """A compiled training step: the eager loss, finite gradients, and no warning from Dynamo
-    about our code (such as tracing through an ``lru_cache``)."""
+    about our code (such as tracing through an ``lru_cache``). gpt-oss: with attention sinks."""
     from torch._dynamo.utils import warn_once_cache
 
-    model = tiny_model("llama", "stable_flash").train()
+    model = tiny_model(family, "stable_flash").train()
     ids, _ = left_padded_batch(seed=5, lengths=(12, 12))
     compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
     warn_once_cache.clear()
@@ -103,7 +104,7 @@ def test_torch_compile_fullgraph_forward_backward():
         loss = compiled(input_ids=ids, labels=ids).loss
     assert not [w for w in caught if "hf_stable_attn" in str(w.message)]
     loss.backward()
-    expected = tiny_model("llama", "stable_flash").train()(input_ids=ids, labels=ids).loss
+    expected = tiny_model(family, "stable_flash").train()(input_ids=ids, labels=ids).loss
     torch.testing.assert_close(loss, expected, rtol=1e-5, atol=1e-5)
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
 

@@ -6,7 +6,7 @@ import inspect
 import pytest
 import torch
 from model_zoo import left_padded_batch, tiny_model
-from transformers import AttentionInterface
+from transformers import AttentionInterface, PreTrainedModel
 from transformers import modeling_flash_attention_utils as fa_utils
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, flash_attention_mask
 
@@ -27,8 +27,28 @@ def test_lazy_imports_is_wrapped_and_resolves_our_functions():
 
 def test_register_is_idempotent():
     wrapped = fa_utils._lazy_imports
+    check = PreTrainedModel._check_and_adjust_attn_implementation
     hf_stable_attn.register()
     assert fa_utils._lazy_imports is wrapped
+    assert PreTrainedModel._check_and_adjust_attn_implementation is check
+
+
+def test_models_listing_their_own_flash_kernels_keep_our_name():
+    """gpt-oss lists its flash kernels (``_compatible_flash_implementations``), and
+    Transformers swaps any other name containing "flash" for the first of them; ours stays
+    (``integration._keeps_our_name``), at init and through ``set_attn_implementation``, and the
+    model's list is left as it was."""
+    check = PreTrainedModel._check_and_adjust_attn_implementation
+    params = list(inspect.signature(check.__wrapped_by_hf_stable_attn__).parameters)
+    assert params[:2] == ["self", "attn_implementation"]
+    model = tiny_model("gpt_oss", "stable_flash")
+    own = type(model)._compatible_flash_implementations
+    assert own and ATTN_IMPLEMENTATION not in own
+    assert model.config._attn_implementation == ATTN_IMPLEMENTATION
+    model.set_attn_implementation("eager")
+    model.set_attn_implementation(ATTN_IMPLEMENTATION)
+    assert model.config._attn_implementation == ATTN_IMPLEMENTATION
+    assert "_compatible_flash_implementations" not in vars(model)
 
 
 def test_attention_and_mask_functions_are_registered():

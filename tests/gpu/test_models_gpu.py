@@ -20,7 +20,7 @@ pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
 ]
-NO_SDPA = {"gemma2"}  # transformers offers no sdpa for Gemma2: compare with eager
+NO_SDPA = {"gemma2", "gpt_oss"}  # transformers offers no sdpa for these: compare with eager
 
 
 def _peer(family):

@@ -1,0 +1,57 @@
+"""Learned attention sinks (gpt-oss's ``sinks``, flash-attn's ``s_aux``): one logit per query
+head that joins every row's softmax denominator and gives no value.
+
+The kernels run without them and the sink folds into their result afterwards, exactly (softmax
+is shift invariant): with the call's log-sum-exp ``lse`` per row, ``lse' = logaddexp(lse,
+sink)`` and ``out' = out * exp(lse - lse')``. The backward kernels then run on ``(out', lse')``
+unchanged: their ``P = exp(S - lse')`` and ``delta = rowsum(dout * out')`` are the sink
+attention's. The sink's own gradient is ``-sum over rows of exp(sink - lse') * delta``. Rows
+that see no key keep ``lse = +inf`` and output 0, as without sinks (all their weight is the
+sink's, which gives no value).
+
+Layouts: ``out`` (B, Sq, Hq, D) with ``lse`` (B, Hq, Sq), or packed (T, Hq, D) with (Hq, T).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def check_sinks(sinks: Tensor, q: Tensor, heads_dim: int) -> None:
+    """Raise a clear error unless ``sinks`` is a floating (Hq,) tensor on ``q``'s device, Hq
+    being ``q.shape[heads_dim]``."""
+    heads = q.shape[heads_dim]
+    if sinks.dim() != 1 or sinks.shape[0] != heads:
+        raise ValueError(
+            f"s_aux (attention sinks) must be one logit per query head, shape ({heads},); got "
+            f"{tuple(sinks.shape)}"
+        )
+    if not sinks.is_floating_point():
+        raise TypeError(f"s_aux must be a floating tensor, got {sinks.dtype}")
+    if sinks.device != q.device:
+        raise ValueError(f"s_aux is on {sinks.device}, the queries on {q.device}; move it there")
+
+
+def _per_row(x: Tensor) -> Tensor:
+    """lse-layout (B, Hq, Sq) / (Hq, T) values as (B, Sq, Hq, 1) / (T, Hq, 1), ``out``'s."""
+    return x.transpose(-1, -2).unsqueeze(-1)
+
+
+def fold_sinks(out: Tensor, lse: Tensor, sinks: Tensor) -> tuple[Tensor, Tensor]:
+    """The attention with sinks from the same call's ``out`` and fp32 ``lse`` without them:
+    ``(out', lse')`` in the same layouts and dtypes."""
+    sink = sinks.detach().float().view(-1, 1)  # broadcasts over (B, Hq, Sq) and (Hq, T)
+    seen = torch.isfinite(lse)
+    folded = torch.where(seen, torch.logaddexp(lse, sink), lse)
+    kept = torch.where(seen, torch.exp(lse - folded), 1.0)
+    return (out.float() * _per_row(kept)).to(out.dtype), folded
+
+
+def sinks_grad(dout: Tensor, out: Tensor, lse: Tensor, sinks: Tensor) -> Tensor:
+    """d loss / d ``sinks`` (Hq,) from the output's gradient ``dout`` and the folded ``out``,
+    ``lse`` (``fold_sinks``'s)."""
+    delta = (dout.float() * out.float()).sum(-1)  # (B, Sq, Hq) / (T, Hq)
+    weight = torch.exp(sinks.detach().float().view(-1, 1) - lse)  # 0 where lse is +inf
+    grad = -(_per_row(weight).squeeze(-1) * delta)
+    return grad.reshape(-1, grad.shape[-1]).sum(0).to(sinks.dtype)
