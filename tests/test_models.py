@@ -134,7 +134,7 @@ def test_padding_is_served_without_unpadding_eager_and_compiled(monkeypatch):
     torch.testing.assert_close(compiled[real], expected[real], rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("family", ["gpt2", "llama"])
+@pytest.mark.parametrize("family", ["gpt2", "llama", "gpt_oss"])
 def test_compiled_static_cache_generation_has_no_graph_break(family):
     """Static-cache generation with a compiled forward (as Transformers compiles it on a GPU) on
     a left-padded batch: no graph break in the prefill or the decoding steps (our mask function
