@@ -449,6 +449,14 @@ def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
+@functools.lru_cache(maxsize=None)
+def sm_count(device: torch.device) -> int:
+    """Streaming multiprocessors of a CUDA device; 1 elsewhere (the interpreter)."""
+    if device.type != "cuda":
+        return 1
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
 def next_power_of_2(n: int) -> int:
     """The smallest power of two >= ``n`` (``n`` >= 1): ``triton.next_power_of_2`` without its
     constexpr-function wrapper (~3 us per call)."""

@@ -15,8 +15,6 @@ split by that module's rule).
 
 from __future__ import annotations
 
-import functools
-
 import torch
 import triton
 import triton.language as tl
@@ -25,7 +23,7 @@ from ._common import (
     COMPILE_OPTIONS, INTERPRET, LOG2E, TiledLaunch, block_d, ceil_div, check_grid, dot,
     keep_mask, head_sources, key_mask_args, key_tiles, last_dim_contiguous, load_rows,
     lse_layout, on_device_of, scheduled_tile, scores, seq_bucket, seq_layout, seeded_jit,
-    sequence_bounds, tma_ready, visible,
+    sequence_bounds, sm_count, tma_ready, visible,
 )
 
 try:
@@ -477,10 +475,3 @@ def dkdv_splits(max_seqlen_k: int, batch: int, hk: int, group: int, device: torc
                             flash_bwd_hopper.MOST_SPLITS)
     return group_splits(ceil_div(max_seqlen_k, 64) * batch * hk, group, sm_count(device))
 
-
-@functools.lru_cache(maxsize=None)
-def sm_count(device: torch.device) -> int:
-    """Streaming multiprocessors of a CUDA device; 1 elsewhere (the interpreter)."""
-    if device.type != "cuda":
-        return 1
-    return torch.cuda.get_device_properties(device).multi_processor_count

@@ -38,7 +38,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     mbarrier, tma, warpgroup_mma, warpgroup_mma_wait,
 )
 
-from ._common import COMPILE_OPTIONS, LN2, LOG2E, ceil_div
+from ._common import COMPILE_OPTIONS, LN2, LOG2E, ceil_div, sm_count
 from ._hopper_ring import (
     HEAD_GROUP, await_landed, flag_barriers, key_tiles, load_slot, ranked_tile, release_slot,
     ring_barriers, tma_load,
@@ -523,21 +523,16 @@ def tile_record(head_dim: int) -> tuple[int, int, int, int, bool]:
     return 64 * consumers, block_n, 4 * (consumers + 1), stages, True
 
 
-@functools.lru_cache(maxsize=None)
-def _sm_count(index: int) -> int:
-    return torch.cuda.get_device_properties(index).multi_processor_count
-
-
-def launch_shape(batch, seqlen_q, heads_q, persistent, rows_per_tile):
+def launch_shape(batch, seqlen_q, heads_q, persistent, rows_per_tile, device):
     """``(programs, query tiles, columns)`` of a launch over ``batch * heads_q`` columns of
     ``rows_per_tile``-row query tiles: one program per tile (the hardware hands a finished SM
-    the next one) or, ``persistent``, at most one per SM, each looping over every
+    the next one) or, ``persistent``, at most one per SM of ``device``, each looping over every
     ``programs``-th tile."""
     tiles = ceil_div(seqlen_q, rows_per_tile)
     columns = batch * heads_q
     programs = tiles * columns
     if persistent:
-        programs = min(programs, _sm_count(torch.cuda.current_device()))
+        programs = min(programs, sm_count(device))
     return programs, tiles, columns
 
 
@@ -559,7 +554,8 @@ def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, ti
     block_n, stages, regs, consumers, pingpong = config or HOPPER_CONFIGS[head_dim]
     if persistent is None:
         persistent = persistent_launch(head_dim, causal, sq, hq // hk)
-    programs, tiles, columns = launch_shape(batch, sq, hq, persistent, 64 * consumers)
+    programs, tiles, columns = launch_shape(batch, sq, hq, persistent, 64 * consumers,
+                                            q.device)
     out = torch.empty_like(q)
     lse = torch.empty((batch, hq, sq), device=q.device, dtype=torch.float32)
     _fwd_ws_kernel[(programs,)](

@@ -76,12 +76,12 @@ def test_the_record_marks_the_gluon_kernel(head_dim, rows, warps):
 
 def test_a_launch_has_a_program_per_tile_or_at_most_one_per_sm(monkeypatch):
     """2 x 8 heads of 2100 rows in 192-row tiles: 11 tiles a column, 176 in all."""
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    gpu = torch.device("cuda", 0)
     for sms, persistent_programs in ((16, 16), (132, 132), (200, 176)):
-        monkeypatch.setattr(flash_fwd_hopper, "_sm_count", lambda index, sms=sms: sms)
-        assert flash_fwd_hopper.launch_shape(2, 2100, 8, False, 192) == (176, 11, 16)
-        assert flash_fwd_hopper.launch_shape(2, 2100, 8, True, 192) == (persistent_programs, 11,
-                                                                          16)
+        monkeypatch.setattr(flash_fwd_hopper, "sm_count", lambda device, sms=sms: sms)
+        assert flash_fwd_hopper.launch_shape(2, 2100, 8, False, 192, gpu) == (176, 11, 16)
+        assert flash_fwd_hopper.launch_shape(2, 2100, 8, True, 192, gpu) == (
+            persistent_programs, 11, 16)
 
 
 @pytest.mark.parametrize("head_dim, causal, heads_per_kv, persistent", [
