@@ -23,8 +23,10 @@ def rates(fns: dict[str, Callable[[], object]], rounds: int, device: torch.devic
 
 
 def save(result: dict, out: str) -> None:
-    """``result`` as JSON at ``out``, with ``source``: the ``source_digest`` of the code."""
-    result.setdefault("source", source_digest())
+    """``result`` as JSON at ``out``, with ``source``: the ``source_digest`` of the code
+    (read once: the loops save after every shape)."""
+    if "source" not in result:
+        result["source"] = source_digest()
     with open(out, "w") as f:
         json.dump(result, f, indent=1)
 

@@ -53,5 +53,5 @@ def sinks_grad(dout: Tensor, out: Tensor, lse: Tensor, sinks: Tensor) -> Tensor:
     ``lse`` (``fold_sinks``'s)."""
     delta = (dout.float() * out.float()).sum(-1)  # (B, Sq, Hq) / (T, Hq)
     weight = torch.exp(sinks.detach().float().view(-1, 1) - lse)  # 0 where lse is +inf
-    grad = -(_per_row(weight).squeeze(-1) * delta)
+    grad = -(weight.transpose(-1, -2) * delta)
     return grad.reshape(-1, grad.shape[-1]).sum(0).to(sinks.dtype)
