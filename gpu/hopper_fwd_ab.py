@@ -24,7 +24,7 @@ import time
 
 import torch
 
-from gpu.hopper_fwd_check import CASES, inputs, timed_record, triton_call
+from gpu.hopper_fwd_check import CASES, inputs, shape_grid, timed_record, triton_call
 from gpu.timed_checks import save, time_within_budget
 from hf_stable_attn.kernels import flash_fwd_hopper
 from hf_stable_attn.kernels._common import tma_ready
@@ -130,10 +130,7 @@ def main() -> None:
         print(json.dumps(c), flush=True)
     save(result, args.out)
     masks = {"both": (False, True), "true": (True,), "false": (False,)}[args.causal]
-    shapes = [(16384 // s, s, 16 if d == 128 else 32, h_kv, d, causal, stabilize)
-              for s in args.seqlens for d in args.head_dims
-              for h_kv in ((16, 2) if d == 128 else (32, 4))
-              for causal in masks for stabilize in (True, False)]
+    shapes = shape_grid(args.seqlens, args.head_dims, masks)
     make_inputs = sink_inputs if args.inputs == "sink" else inputs
     result["inputs"] = args.inputs
     time_within_budget(shapes, lambda shape: timing(base, shape, args.rounds, make_inputs),

@@ -125,18 +125,25 @@ def timed_record(shape, fns, rounds, device) -> dict:
                 triton_config=list(LAUNCHES["fwd"].last), **timed)
 
 
-def timing_shapes(seqlens, head_dims, wanted=None) -> list[tuple]:
-    """(batch, S, Hq, Hkv, D, causal, stabilize) to time, 16384 tokens a batch: every MHA shape
-    and GQA 8:1 without a mask with the fix, or those ``wanted`` names as ``D:causal:fix`` (MHA)
-    or ``D:causal:fix:group`` (``group`` query heads per KV head)."""
+def shape_grid(seqlens, head_dims, masks=(False, True)) -> list[tuple]:
+    """(batch, S, Hq, Hkv, D, causal, stabilize), 16384 tokens a batch, 16 query heads at D128
+    and 32 at D64: MHA and GQA 8:1, causal as ``masks`` lists, the fix on and off."""
     shapes = []
     for s in seqlens:
         for d in head_dims:
             h = 16 if d == 128 else 32
             for group in (1, 8):
-                for causal in (False, True):
+                for causal in masks:
                     for stabilize in (True, False):
                         shapes.append((16384 // s, s, h, h // group, d, causal, stabilize))
+    return shapes
+
+
+def timing_shapes(seqlens, head_dims, wanted=None) -> list[tuple]:
+    """``shape_grid``'s shapes to time: every MHA shape and GQA 8:1 without a mask with the fix,
+    or those ``wanted`` names as ``D:causal:fix`` (MHA) or ``D:causal:fix:group`` (``group``
+    query heads per KV head)."""
+    shapes = shape_grid(seqlens, head_dims)
     if not wanted:
         return [sh for sh in shapes if sh[2] == sh[3] or (not sh[5] and sh[6])]
     keys = {tuple(map(int, text.split(":"))) for text in wanted}
