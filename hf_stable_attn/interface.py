@@ -15,7 +15,6 @@ from torch.compiler import is_compiling
 from . import ops
 from .options import current_options
 from .shift_rule import shift_params
-from .sinks import check_sinks
 
 
 def _unsupported(alibi_slopes, block_table) -> None:
@@ -36,9 +35,7 @@ def _run(q, k, v, packed, cu_q, cu_k, max_q, max_k, dropout_p, softmax_scale, ca
         stabilize=stabilize, beta=beta, tie_tolerance=tie_tolerance, backend=backend
     )
     chosen = ops.resolve_backend(options.backend, q)
-    ops.validate_inputs(q, k, v, chosen, packed, key_padding_mask, heads_first)
-    if sinks is not None:
-        check_sinks(sinks, q, 1 if heads_first else -2)
+    ops.validate_inputs(q, k, v, chosen, packed, key_padding_mask, heads_first, sinks)
     if softmax_scale is None:
         softmax_scale = q.shape[-1] ** -0.5
     left, right = (int(w) for w in window_size)

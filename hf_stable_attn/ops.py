@@ -234,9 +234,10 @@ def _log_fp32_fallback(dtype: torch.dtype) -> None:
 
 
 def validate_inputs(q: Tensor, k: Tensor, v: Tensor, backend: str, packed: bool,
-                    key_padding_mask: Optional[Tensor] = None, heads_first: bool = False) -> None:
+                    key_padding_mask: Optional[Tensor] = None, heads_first: bool = False,
+                    sinks: Optional[Tensor] = None) -> None:
     """Raise a clear error for inputs the op cannot honour (dense ``heads_first`` inputs are
-    (B, H, S, D))."""
+    (B, H, S, D); ``sinks`` must be one floating logit per query head, on q's device)."""
     rank = 3 if packed else 4
     layout = ("(total_tokens, heads, head_dim)" if packed else
               "(batch, heads, seqlen, head_dim)" if heads_first else
@@ -280,6 +281,16 @@ def validate_inputs(q: Tensor, k: Tensor, v: Tensor, backend: str, packed: bool,
             )
         if key_padding_mask.device != k.device:
             raise ValueError(f"key_padding_mask is on {key_padding_mask.device}, keys on {k.device}")
+    if sinks is not None:
+        if sinks.dim() != 1 or sinks.shape[0] != q.shape[heads]:
+            raise ValueError(
+                f"s_aux (attention sinks) must be one logit per query head, shape "
+                f"({q.shape[heads]},); got {tuple(sinks.shape)}"
+            )
+        if not sinks.is_floating_point():
+            raise TypeError(f"s_aux must be a floating tensor, got {sinks.dtype}")
+        if sinks.device != q.device:
+            raise ValueError(f"s_aux is on {sinks.device}, the queries on {q.device}; move it there")
 
 
 def attention(

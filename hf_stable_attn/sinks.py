@@ -18,21 +18,6 @@ import torch
 from torch import Tensor
 
 
-def check_sinks(sinks: Tensor, q: Tensor, heads_dim: int) -> None:
-    """Raise a clear error unless ``sinks`` is a floating (Hq,) tensor on ``q``'s device, Hq
-    being ``q.shape[heads_dim]``."""
-    heads = q.shape[heads_dim]
-    if sinks.dim() != 1 or sinks.shape[0] != heads:
-        raise ValueError(
-            f"s_aux (attention sinks) must be one logit per query head, shape ({heads},); got "
-            f"{tuple(sinks.shape)}"
-        )
-    if not sinks.is_floating_point():
-        raise TypeError(f"s_aux must be a floating tensor, got {sinks.dtype}")
-    if sinks.device != q.device:
-        raise ValueError(f"s_aux is on {sinks.device}, the queries on {q.device}; move it there")
-
-
 def _per_row(x: Tensor) -> Tensor:
     """lse-layout (B, Hq, Sq) / (Hq, T) values as (B, Sq, Hq, 1) / (T, Hq, 1), ``out``'s."""
     return x.transpose(-1, -2).unsqueeze(-1)
