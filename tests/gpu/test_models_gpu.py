@@ -27,12 +27,35 @@ def _peer(family):
     return "eager" if family in NO_SDPA else "sdpa"
 
 
+def _is_moe(model) -> bool:
+    return getattr(model.config, "num_experts_per_tok", None) is not None
+
+
 def _train_step(model, ids, mask):
     model.zero_grad()
-    out = model(input_ids=ids, attention_mask=mask, labels=lm_labels(ids, mask))
+    extra = {"output_router_logits": True} if _is_moe(model) else {}
+    out = model(input_ids=ids, attention_mask=mask, labels=lm_labels(ids, mask), **extra)
     out.loss.backward()
     grad_norm = torch.sqrt(sum(p.grad.float().square().sum() for p in model.parameters() if p.grad is not None))
-    return out.loss.detach().float(), out.logits.detach().float(), grad_norm
+    return out, grad_norm
+
+
+def _routed_alike(out_o, out_p, model, shape) -> torch.Tensor:
+    """(B, S) bool: tokens that every MoE layer sent to the same experts in both runs.
+
+    A token whose top-k experts differ between two bf16 runs gets another MLP, so its logits
+    differ by far more than attention's rounding (gpt-oss, one token of 288: 0.16 against 0.005
+    elsewhere, the same on the CPU path). All True for a dense model.
+    """
+    alike = torch.ones(shape, dtype=torch.bool, device=out_o.logits.device)
+    if not _is_moe(model):
+        return alike
+    k = model.config.num_experts_per_tok
+    for r_o, r_p in zip(out_o.router_logits, out_p.router_logits):
+        top_o = r_o.float().topk(k, dim=-1).indices.sort(dim=-1).values
+        top_p = r_p.float().topk(k, dim=-1).indices.sort(dim=-1).values
+        alike &= (top_o == top_p).all(dim=-1).view(shape)
+    return alike
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
@@ -41,10 +64,14 @@ def test_bf16_training_step_matches_peer(family):
     ids, mask = ids.cuda(), mask.cuda()
     ours = tiny_model(family, "stable_flash", dtype=torch.bfloat16).cuda().train()
     peer = tiny_model(family, _peer(family), dtype=torch.bfloat16).cuda().train()
-    loss_o, logits_o, gn_o = _train_step(ours, ids, mask)
-    loss_p, logits_p, gn_p = _train_step(peer, ids, mask)
-    valid = mask.bool()
+    out_o, gn_o = _train_step(ours, ids, mask)
+    out_p, gn_p = _train_step(peer, ids, mask)
+    loss_o, loss_p = out_o.loss.detach().float(), out_p.loss.detach().float()
+    logits_o, logits_p = out_o.logits.detach().float(), out_p.logits.detach().float()
     assert torch.isfinite(logits_o).all() and torch.isfinite(gn_o)
+    alike = _routed_alike(out_o, out_p, ours, ids.shape)
+    assert (mask.bool() & ~alike).sum() <= 0.02 * mask.sum(), "experts differ for many tokens"
+    valid = mask.bool() & alike
     scale = logits_p[valid].abs().max()
     assert (logits_o[valid] - logits_p[valid]).abs().max() < 0.05 * scale
     assert abs(loss_o - loss_p) < 0.02 * loss_p
