@@ -20,7 +20,7 @@ ring while the consumers finish one (session 33).
 Covers: dense ``(B, S, H, D)`` bf16/fp16, head dim 64 or 128, causal (bottom-right aligned) or
 not, GQA, the fix on or off, where ``_common.tma_ready`` holds; ``covers`` routes the subset
 measured faster (``FASTER``: D128 from one query tile; D64 from 2048 rows without a causal
-mask, and with one from 8192 rows with the fix, 4096 without).
+mask, and from 4096 with one).
 Not: packed sequences, windows, softcap, dropout, padding masks, ``return_shift``,
 ``shift_single``. Gluon does not run under the interpreter; the GPU suite tests this path
 (``tests/gpu/test_hopper_forward.py``). HF_STABLE_ATTN_GLUON=0 turns it off.
@@ -470,11 +470,11 @@ def _fwd_ws_kernel(
 # than none (session 26; at D128 -3.6% to +1.2%).
 HOPPER_CONFIGS = {64: (128, 2, 160, 3, True), 128: (128, 2, 240, 2, False)}
 # Least query rows (not causal, causal) per (head dim, fix on) from which this kernel measured
-# faster than the Triton forward on an H100: D128 from one full tile (v19d); D64 (v22a, three
-# consumers) from 2048 rows without a causal mask; with one, from 8192 rows with the fix (at
-# 4096 causal rows v22b ties the Triton forward, 306 against 304 TFLOP/s; at 2048 it runs 9%
-# slower) and from 4096 without it (v22b: 7% faster there, a tie at 2048).
-FASTER = {(128, True): (128, 128), (128, False): (128, 128), (64, True): (2048, 8192),
+# faster than the Triton forward: D128 from one full tile (v19d, H100); D64 (v22a, three
+# consumers) from 2048 rows without a causal mask; with one, from 4096 rows (with the fix: an
+# H100 tie in v22b, 306 against 304 TFLOP/s, and 4% faster on an H200 in session 34, 318 against
+# 305; at 2048 it runs 7-9% slower; without the fix v22b measured 7% faster at 4096).
+FASTER = {(128, True): (128, 128), (128, False): (128, 128), (64, True): (2048, 4096),
           (64, False): (2048, 4096)}
 # Query rows per (head dim, causal, grouped: at least GROUPED query heads per KV head) below
 # which a launch is persistent (``launch_shape``). Measured on H200s against one program per
