@@ -1,0 +1,52 @@
+"""Attention sinks (``s_aux``) around the GPU kernels against float64 (``pytest -m gpu``).
+
+``hf_stable_attn.sinks`` folds one logit per query head into the kernels' ``(out, lse)``; the
+backward kernels run unchanged on the folded pair. This checks output and gradients (the sinks'
+included) under the flash rule on the routes a CUDA call takes: the Triton kernels (odd head
+dims and lengths, rows that see no key) and, on Hopper, the Gluon forward and dK/dV (dense D64
+and D128 from 2048 rows). The CPU runs of the same rule are ``tests/test_sinks.py`` and
+``tests/test_kernel_interpret.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import pytest
+import torch
+from test_sinks import check_against_oracle
+
+from hf_stable_attn import flash_attn_func
+from hf_stable_attn.testing import attention_oracle
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+]
+
+CASES = [  # (B, Sq, Sk, Hq, Hk, D, causal)
+    (2, 113, 203, 4, 2, 64, True),
+    (1, 300, 129, 4, 1, 80, True),  # Sq > Sk: the first 171 rows see no key
+    (1, 2048, 2048, 4, 4, 128, True),  # the Gluon forward and dK/dV on Hopper
+    (1, 2048, 2048, 8, 1, 64, False),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_sinks_on_the_gpu_meet_the_flash_rule(case):
+    b, sq, sk, hq, hk, d, causal = case
+    g = torch.Generator(device="cuda").manual_seed(sq * 7 + d)
+
+    def draw(*shape, scale=1.0):
+        return (scale * torch.randn(*shape, generator=g, device="cuda")).to(torch.bfloat16)
+
+    q, k, v, dout = draw(b, sq, hq, d), draw(b, sk, hk, d), draw(b, sk, hk, d), draw(b, sq, hq, d)
+    sinks = draw(hq, scale=2.0)
+    ours = [t.clone().requires_grad_() for t in (q, k, v, sinks)]
+    out = flash_attn_func(*ours[:3], causal=causal, s_aux=ours[3], backend="triton")
+    assert torch.isfinite(out).all()
+    check_against_oracle(ours, out, dout, lambda q, k, v, s, dtype: attention_oracle(
+        q, k, v, causal=causal, sinks=s, compute_dtype=dtype), (q, k, v, sinks))
