@@ -3,8 +3,9 @@
 ``hf_stable_attn.sinks`` folds one logit per query head into the kernels' ``(out, lse)``; the
 backward kernels run unchanged on the folded pair. This checks output and gradients (the sinks'
 included) under the flash rule on the routes a CUDA call takes: the Triton kernels (odd head
-dims and lengths, rows that see no key) and, on Hopper, the Gluon forward and dK/dV (dense D64
-and D128 from 2048 rows). The CPU runs of the same rule are ``tests/test_sinks.py`` and
+dims and lengths, rows that see no key) and, on Hopper, the Gluon kernels (dense D64 and D128
+calls of 2048 rows, which the Gluon forward takes, and the Gluon backward where its routes cover
+them). The CPU runs of the same rule are ``tests/test_sinks.py`` and
 ``tests/test_kernel_interpret.py``.
 """
 
@@ -30,7 +31,7 @@ pytestmark = [
 CASES = [  # (B, Sq, Sk, Hq, Hk, D, causal)
     (2, 113, 203, 4, 2, 64, True),
     (1, 300, 129, 4, 1, 80, True),  # Sq > Sk: the first 171 rows see no key
-    (1, 2048, 2048, 4, 4, 128, True),  # the Gluon forward and dK/dV on Hopper
+    (1, 2048, 2048, 4, 4, 128, True),  # the Gluon forward on Hopper
     (1, 2048, 2048, 8, 1, 64, False),
 ]
 
