@@ -177,11 +177,8 @@ class _Attention(torch.autograd.Function):
         (max_q, max_k, scale, causal, left, right, softcap, dropout_p, stabilize, beta,
          tie_window, min_gap, max_gap, deterministic, backend) = static
         ctx.heads_first = heads_first
-        if heads_first:
-            q, k, v = _seq_first(q, k, v)
-        out, lse = _run_forward(q, k, v, cu_q, cu_k, seed, static, kpm)
-        if sinks is not None:
-            out, lse = fold_sinks(out, lse, sinks)
+        q, k, v, out, lse = _attention_forward(q, k, v, sinks, cu_q, cu_k, seed, static, kpm,
+                                               heads_first)
         ctx.save_for_backward(q, k, v, sinks, out, lse, cu_q, cu_k, seed, kpm)
         ctx.static = (max_q, max_k, scale, causal, left, right, softcap, dropout_p,
                       deterministic, backend)
@@ -202,6 +199,18 @@ class _Attention(torch.autograd.Function):
             grads = _seq_first(*grads)  # back to the inputs' (B, H, S, D)
         dsinks = sinks_grad(dout, out, lse, sinks) if ctx.needs_input_grad[3] else None
         return (*grads, dsinks, None, None, None, None, None, None)
+
+
+def _attention_forward(q, k, v, sinks, cu_q, cu_k, seed, static, kpm, heads_first):
+    """``attention``'s forward with or without autograd: ``(q, k, v, out, lse)`` with q, k, v
+    in the kernels' layout (``heads_first`` ones transposed to (B, S, H, D)) and the ``sinks``
+    folded into ``out`` and ``lse``."""
+    if heads_first:
+        q, k, v = _seq_first(q, k, v)
+    out, lse = _run_forward(q, k, v, cu_q, cu_k, seed, static, kpm)
+    if sinks is not None:
+        out, lse = fold_sinks(out, lse, sinks)
+    return q, k, v, out, lse
 
 
 def _seq_first(*tensors: Tensor) -> tuple[Tensor, ...]:
@@ -333,8 +342,5 @@ def attention(
             sinks is not None and sinks.requires_grad)):
         return _Attention.apply(q, k, v, sinks, cu_seqlens_q, cu_seqlens_k, seed, static,
                                 key_padding_mask, heads_first)
-    if heads_first:
-        q, k, v = _seq_first(q, k, v)
-    out, lse = _run_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, seed, static,
-                            key_padding_mask)  # e.g. generation
-    return (out, lse) if sinks is None else fold_sinks(out, lse, sinks)
+    return _attention_forward(q, k, v, sinks, cu_seqlens_q, cu_seqlens_k, seed, static,
+                              key_padding_mask, heads_first)[3:]  # e.g. generation
