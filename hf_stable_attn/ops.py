@@ -11,6 +11,7 @@ with ``backend``.
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 from typing import Optional
 
@@ -120,27 +121,37 @@ def _backward_impl(
     deterministic: bool,
     backend: str,
     key_padding_mask: Optional[Tensor] = None,
-) -> tuple[Tensor, Tensor, Tensor]:
+    rowsum_p_dp: bool = False,
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """``(dq, dk, dv, p_dp)``: ``p_dp`` each row's sum of ``P * dP`` (fp32, lse's layout) with
+    ``rowsum_p_dp``, else empty."""
     masking = _masking(
         cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
         window_left, window_right, softcap, dropout_p, seed, key_padding_mask,
     )
     dout = dout.contiguous()
+    p_dp = torch.empty_like(lse) if rowsum_p_dp else lse.new_empty(0)
+    p_dp_out = p_dp if rowsum_p_dp else None
     if backend == "triton":
         grads = _kernels().flash_attn_bwd(
-            dout, q, k, v, out, lse, **masking, deterministic=deterministic
+            dout, q, k, v, out, lse, **masking, deterministic=deterministic, p_dp_out=p_dp_out
         )
     else:
-        grads = reference_backward(dout, q, k, v, out, lse, **masking)
-    return tuple(g.contiguous() for g in grads)
+        grads = reference_backward(dout, q, k, v, out, lse, **masking, p_dp_out=p_dp_out)
+    return (*(g.contiguous() for g in grads), p_dp)
 
 
 _bwd = torch.library.custom_op("hf_stable_attn::bwd", _backward_impl, mutates_args=())
+_BACKWARD_SIGNATURE = inspect.signature(_backward_impl)
 
 
 @_bwd.register_fake
-def _bwd_fake(dout, q, k, v, *args):
-    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+def _bwd_fake(*args, **kwargs):
+    call = _BACKWARD_SIGNATURE.bind(*args, **kwargs)
+    call.apply_defaults()
+    q, k, v, lse = (call.arguments[name] for name in ("q", "k", "v", "lse"))
+    p_dp = lse.new_empty(lse.shape if call.arguments["rowsum_p_dp"] else 0)
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape), p_dp
 
 
 def _dispatch_free(*tensors: Optional[Tensor]) -> bool:
@@ -191,13 +202,14 @@ class _Attention(torch.autograd.Function):
         (max_q, max_k, scale, causal, left, right, softcap, dropout_p, deterministic,
          backend) = ctx.static
         backward = _backward_impl if _dispatch_free(dout, q, k, v, cu_q, cu_k, kpm) else _bwd
-        grads = backward(
+        want_dsinks = ctx.needs_input_grad[3]
+        *grads, p_dp = backward(
             dout, q, k, v, out, lse, cu_q, cu_k, max_q, max_k, scale, causal, left, right,
-            softcap, dropout_p, seed, deterministic, backend, kpm,
+            softcap, dropout_p, seed, deterministic, backend, kpm, want_dsinks,
         )
         if ctx.heads_first:
             grads = _seq_first(*grads)  # back to the inputs' (B, H, S, D)
-        dsinks = sinks_grad(dout, out, lse, sinks) if ctx.needs_input_grad[3] else None
+        dsinks = sinks_grad(p_dp, lse, sinks) if want_dsinks else None
         return (*grads, dsinks, None, None, None, None, None, None)
 
 

@@ -291,11 +291,14 @@ def reference_backward(
     key_padding_mask: torch.Tensor | None = None,
     block_n: int = 128,
     numerics: ReferenceNumerics = ReferenceNumerics(),
+    p_dp_out: torch.Tensor | None = None,
 ):
     """FlashAttention-2 backward: recompute ``P = exp(S - lse)`` tile by tile.
 
     Args: as ``reference_forward``, plus ``dout``/``out`` shaped like ``q`` and ``lse`` as
-    returned by the forward. Returns ``(dq, dk, dv)`` in the dtypes and layouts of q, k, v.
+    returned by the forward; ``p_dp_out``: None, or fp32 like ``lse``, which receives each
+    row's sum of ``P * dP`` (as the kernel's dQ computes it). Returns ``(dq, dk, dv)`` in the
+    dtypes and layouts of q, k, v.
     """
     _check(q, k, v)
     prep = _Prepared(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale,
@@ -331,9 +334,12 @@ def reference_backward(
     dq = torch.zeros_like(qf)
     dk = torch.zeros(prep.k.shape[0], hk, lay.max_k, prep.k.shape[-1], device=q.device)
     dv = torch.zeros(prep.v.shape[0], hk, lay.max_k, prep.v.shape[-1], device=q.device)
+    p_dp = torch.zeros_like(lse_g[..., 0])
     for start, stop in tiles:
         kf, s, p, drop, dp = tile(start, stop)
         p_drop = p if drop is None else p * drop
+        if p_dp_out is not None:
+            p_dp += (p_drop * dp).sum(-1)
         dv[:, :, start:stop] = torch.matmul(p_drop.to(dtype).float().transpose(-1, -2), dof).sum(2)
         ds = p * ((dp if drop is None else dp * drop) - delta[..., None])
         if softcap > 0:
@@ -342,4 +348,6 @@ def reference_backward(
         dq += torch.matmul(ds, kf) * prep.scale
         dk[:, :, start:stop] = torch.matmul(ds.transpose(-1, -2), qf).sum(2) * prep.scale
 
+    if p_dp_out is not None:
+        p_dp_out.copy_(prep.lse_layout(p_dp))
     return prep.rows(dq.to(dtype)), prep.kv_rows(dk.to(k.dtype)), prep.kv_rows(dv.to(v.dtype))

@@ -11,6 +11,10 @@ shift needs nothing here; dropout's keep mask is recomputed from the seed.
 On Hopper, ``flash_attn_bwd`` hands the dQ and dK/dV of the calls ``flash_bwd_hopper.routes``
 to that module's warp-specialized Gluon kernels (same delta and partial sums; the dK/dV's group
 split by that module's rule).
+
+On request the dQ kernel also sums ``P * dP`` over each row's keys in fp32: ``rowsum(dO * O)``
+without the rounding of ``O`` to bf16, whose error does not average out over a row's keys.
+Attention sinks' gradient needs that precision (``hf_stable_attn.sinks``).
 """
 
 from __future__ import annotations
@@ -185,16 +189,18 @@ def _dkdv_kernel(
 
 @triton.jit
 def _dq_tiles(
-    dq, q, do, lse2, delta, k_src, v_src, kpm_row, stride_ks, stride_vs,
+    dq, p_dp, q, do, lse2, delta, k_src, v_src, kpm_row, stride_ks, stride_vs,
     offs_m, offs_d, d_ok, b, h, lo, hi, seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k,
     num_heads_q, qk_scale, softcap, window_left, window_right, dropout_p, drop_scale, seed,
     MASKED: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
     HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, HAS_KPM: tl.constexpr,
     DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr,
+    ROWSUM_P_DP: tl.constexpr,
 ):
-    """Key tiles ``[lo, hi)`` for a resident query tile; unmasked tiles lie inside the
-    sequence and the window; HAS_KPM reads the key padding mask row ``kpm_row`` in every tile.
-    K/V from descriptors or pointers as in the forward."""
+    """Key tiles ``[lo, hi)`` for a resident query tile: ``(dq, p_dp)`` with ROWSUM_P_DP adding
+    each row's sum of ``P * dP`` (after dropout) to ``p_dp`` (BLOCK_M,). Unmasked tiles lie
+    inside the sequence and the window; HAS_KPM reads the key padding mask row ``kpm_row`` in
+    every tile. K/V from descriptors or pointers as in the forward."""
     offs_n = tl.arange(0, BLOCK_N)
     for start_n in range(lo, hi, BLOCK_N):
         cols = start_n + offs_n
@@ -218,17 +224,19 @@ def _dq_tiles(
             keep = keep_mask(seed, dropout_p, b, h, num_heads_q, max_seqlen_q, max_seqlen_k,
                              offs_m, cols)
             dp = tl.where(keep, dp * drop_scale, 0.0)
+        if ROWSUM_P_DP:
+            p_dp += tl.sum(p * dp, 1)
         ds = p * (dp - delta[:, None])
         if HAS_SOFTCAP:
             t = s * (1.0 / (softcap * LOG2E_C))
             ds = ds * (1.0 - t * t)
         dq += dot(ds.to(k.dtype), k, DOT_FP32)
-    return dq
+    return dq, p_dp
 
 
 @seeded_jit
 def _dq_kernel(
-    Q, K, V, O, DO, LSE, DELTA, DQ, CU_Q, CU_K, KPM,
+    Q, K, V, O, DO, LSE, DELTA, P_DP, DQ, CU_Q, CU_K, KPM,
     stride_qb, stride_qs, stride_qh,
     stride_kb, stride_ks, stride_kh,
     stride_vb, stride_vs, stride_vh,
@@ -243,6 +251,7 @@ def _dq_kernel(
     IS_VARLEN: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
     HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, HAS_KPM: tl.constexpr,
     DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_D: tl.constexpr,
+    ROWSUM_P_DP: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr,
 ):
     tile, bh = scheduled_tile(HAS_WR)  # heaviest first where a causal mask makes tiles uneven
@@ -279,16 +288,22 @@ def _dq_kernel(
                                          HAS_WL, HAS_WR, BLOCK_M, BLOCK_N)
 
     dq = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+    p_dp = tl.zeros([BLOCK_M], tl.float32)
     args = (q, do, lse2, delta, k_src, v_src, KPM + b64 * stride_kpm, stride_ks, stride_vs,
             offs_m, offs_d, d_ok, b, h)
     consts = (seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k, num_heads_q, qk_scale, softcap,
               window_left, window_right, dropout_p, drop_scale, seed)
-    dq = _dq_tiles(dq, *args, lo, full_lo, *consts, True, HAS_WL, HAS_WR, HAS_SOFTCAP,
-                   HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_N, USE_TMA)
-    dq = _dq_tiles(dq, *args, full_lo, full_hi, *consts, False, HAS_WL, HAS_WR, HAS_SOFTCAP,
-                   HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_N, USE_TMA)
-    dq = _dq_tiles(dq, *args, full_hi, hi, *consts, True, HAS_WL, HAS_WR, HAS_SOFTCAP,
-                   HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_N, USE_TMA)
+    dq, p_dp = _dq_tiles(dq, p_dp, *args, lo, full_lo, *consts, True, HAS_WL, HAS_WR,
+                         HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_N, USE_TMA,
+                         ROWSUM_P_DP)
+    dq, p_dp = _dq_tiles(dq, p_dp, *args, full_lo, full_hi, *consts, False, HAS_WL, HAS_WR,
+                         HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_N, USE_TMA,
+                         ROWSUM_P_DP)
+    dq, p_dp = _dq_tiles(dq, p_dp, *args, full_hi, hi, *consts, True, HAS_WL, HAS_WR,
+                         HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_N, USE_TMA,
+                         ROWSUM_P_DP)
+    if ROWSUM_P_DP:
+        tl.store(P_DP + l_off, p_dp, mask=offs_m < seqlen_q)
 
     dq = dq * softmax_scale
     tl.store(DQ + b64 * stride_dqb + h * stride_dqh + qrows * stride_dqs + offs_d[None, :],
@@ -321,12 +336,14 @@ _dq_launch = TiledLaunch(_dq_kernel, _DQ_CONFIGS)
 
 def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                    max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap,
-                   dropout_p, seed, deterministic=True, key_padding_mask=None):
+                   dropout_p, seed, deterministic=True, key_padding_mask=None, p_dp_out=None):
     """Gradients of ``flash_attn_fwd``: returns (dq, dk, dv) shaped like q, k, v.
 
     Always deterministic (no atomics); ``deterministic`` is accepted for the contract.
     ``lse`` must be the forward's (fp32, lse layout); dout/out like q; ``key_padding_mask`` the
-    forward's (masked keys get zero dK/dV).
+    forward's (masked keys get zero dK/dV). ``p_dp_out``: None, or fp32 like ``lse``, which
+    receives each row's sum of ``P * dP`` (the Triton dQ kernel computes it; the Gluon one does
+    not, so such calls take the Triton dQ).
     """
     del deterministic
     varlen = cu_seqlens_q is not None
@@ -376,6 +393,8 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
                     key_padding_mask=key_padding_mask, tma_ok=tma_ok)
     gluon_dq, gluon_dkdv = (flash_bwd_hopper.routes(q, **features)
                             if flash_bwd_hopper is not None else (False, False))
+    rowsum_p_dp = p_dp_out is not None
+    gluon_dq = gluon_dq and not rowsum_p_dp
     # dQ first: its kernel also computes delta = rowsum(dO * O), which the dK/dV kernel reads.
     if gluon_dq:
         with on_device_of(q):
@@ -383,11 +402,13 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
                                        softmax_scale=softmax_scale, causal=causal)
         _dq_launch.last = flash_bwd_hopper.dq_tile_record(head_dim)
     else:
-        dq_args = (q, k, v, out, dout, lse, delta, dq, cu_q, cu_k, kpm, *qkv,
+        p_dp = p_dp_out if rowsum_p_dp else lse  # unused pointer without ROWSUM_P_DP
+        dq_args = (q, k, v, out, dout, lse, delta, p_dp, dq, cu_q, cu_k, kpm, *qkv,
                    *seq_layout(out, varlen), *do_layout, *seq_layout(dq, varlen),
                    *lse_strides, stride_kpm, *common, hq, hq // hk, head_dim, *tail)
         _dq_launch(lambda meta: (ceil_div(int(max_seqlen_q), meta["BLOCK_M"]), batch * hq),
-                   bd, key, dq_args, flags, tma_ok)
+                   bd, (*key, rowsum_p_dp), dq_args, {**flags, "ROWSUM_P_DP": rowsum_p_dp},
+                   tma_ok)
 
     # dK/dV: a program per key tile and KV head, or per key tile and part of a KV head's group.
     splits = dkdv_splits(int(max_seqlen_k), batch, hk, hq // hk, q.device, causal, gluon_dkdv)

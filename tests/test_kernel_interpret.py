@@ -447,6 +447,28 @@ def test_group_split_partials_are_summed_in_fp32_in_order_and_rounded_once(dtype
 
 
 @interp
+@pytest.mark.parametrize("dropout_p", [0.0, 0.25], ids=["no-dropout", "dropout"])
+def test_the_dq_kernel_sums_p_dp_in_fp32(dropout_p):
+    """``p_dp_out`` receives each row's ``rowsum(P * dP)`` (what attention sinks' gradient
+    takes): the reference backward's to fp32 rounding, and (without dropout) float64's
+    ``rowsum(dout * out)`` closer than the same sum from the bf16 output. Causal GQA with
+    Sq > Sk: the first rows see no key and get 0."""
+    q, k, v = _inputs((1, 37, 4, 16), (1, 29, 2, 16), seed=4)
+    dout = torch.randn(q.shape, generator=torch.Generator().manual_seed(5)).to(q.dtype)
+    m = _masking(causal=True, dropout_p=dropout_p, seed=11)
+    out, lse = run_kernel(q, k, v, m, shift_params(q.dtype))
+    p_dp, ref_p_dp = torch.empty_like(lse), torch.empty_like(lse)
+    flash_attn_bwd(dout, q, k, v, out, lse, **_kernel_args(q, k, m), p_dp_out=p_dp)
+    reference_backward(dout, q, k, v, out, lse, **m, p_dp_out=ref_p_dp)
+    assert max_error(p_dp, ref_p_dp) <= 1e-5 * ref_p_dp.abs().max().item()
+    assert torch.equal(p_dp[..., :8], torch.zeros_like(p_dp[..., :8]))  # rows 0-7 see no key
+    if dropout_p == 0.0:
+        exact = (dout.double() * attention_oracle(q, k, v, causal=True)).sum(-1).transpose(1, 2)
+        from_bf16_out = (dout.float() * out.float()).sum(-1).transpose(1, 2)
+        assert max_error(p_dp, exact) < max_error(from_bf16_out, exact) / 4
+
+
+@interp
 def test_sinks_around_the_kernel_meet_the_flash_rule():
     """Attention sinks folded around the Triton kernels (``hf_stable_attn.sinks``): output and
     gradients, the sinks' included, against the float64 oracle; causal GQA with Sq > Sk, so the

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from hf_stable_attn import flash_attn_func, flash_attn_varlen_func
-from hf_stable_attn.testing import attention_oracle, check_flash_rule
+from hf_stable_attn.testing import attention_oracle, check_flash_rule, max_error
 
 BF16 = torch.bfloat16
 
@@ -91,6 +91,24 @@ def test_dropout_with_sinks_meets_the_flash_rule():
     check_against_oracle(ours, out, dout, lambda q, k, v, s, dtype: attention_oracle(
         q, k, v, causal=True, dropout_p=0.2, seed=seed, sinks=s, compute_dtype=dtype),
         (q, k, v, sinks))
+
+
+def test_fp32_sinks_get_an_fp32_accurate_gradient():
+    """With fp32 sinks (mixed-precision master weights) dsinks is not rounded to bf16, so its
+    error is the backward's own: the sum of ``P * dP`` in fp32, about 1e-6 of the largest value
+    here. From ``rowsum(dout * out)`` with the bf16 output it was about 1e-3: that rounding does
+    not average out over the keys."""
+    g = torch.Generator().manual_seed(3)
+    q, k, v, dout = _draw(g, (2, 300, 4, 32), (2, 300, 2, 32), (2, 300, 2, 32), (2, 300, 4, 32))
+    sinks = 2.0 * torch.randn(4, generator=g)
+    leaves = _leaves(q, k, v, sinks)
+    out = flash_attn_func(*leaves[:3], causal=True, s_aux=leaves[3], backend="reference")
+    dsinks = _grads(out, dout, leaves[3])[0]
+    exact_in = _leaves(*(t.double() for t in (q, k, v, sinks)))
+    exact = attention_oracle(*exact_in[:3], causal=True, sinks=exact_in[3])
+    exact_dsinks = _grads(exact, dout.double(), exact_in[3])[0]
+    assert dsinks.dtype == torch.float32
+    assert max_error(dsinks, exact_dsinks) <= 2e-5 * exact_dsinks.abs().max().item()
 
 
 def test_rows_that_see_no_key_give_zero_and_finite_gradients():
