@@ -494,3 +494,25 @@ def test_results_headers_carry_the_source_digest():
     assert head["versions"]["hf_stable_attn_source"] == runinfo.source_digest()
     line = make_tables._run_line({**head, "records": []}, "x.json")
     assert f"source {runinfo.source_digest()}" in line
+
+
+def test_sinks_benchmark_cpu_smoke(tmp_path):
+    """bench_sinks on the CPU: its eager peer is gpt-oss's attention (the float64 oracle's, with
+    a sliding window too), and every implementation runs, times and matches its reference."""
+    from benchmarks import bench_sinks
+    from hf_stable_attn.testing import attention_oracle
+
+    q, k, v = (torch.randn(1, 40, h, 8, dtype=torch.float64) for h in (4, 2, 2))
+    sinks = torch.randn(4, dtype=torch.float64)
+    for window in (None, 7):
+        exact = attention_oracle(q, k, v, causal=True, sinks=sinks,
+                                 window_left=-1 if window is None else window - 1)
+        assert torch.allclose(bench_sinks.eager_sinks(q, k, v, sinks, window), exact)
+    result = bench_sinks.main(["--device", "cpu", "--total-tokens", "64", "--heads", "4", "2",
+                               "--head-dim", "16", "--seqlens", "32", "--windows", "none", "8",
+                               "--rounds", "1", "--out-dir", str(tmp_path)])
+    saved = json.loads(next(tmp_path.glob("cpu-*-sinks.json")).read_text())
+    assert saved["records"] == result["records"] and len(saved["records"]) == 6
+    for r in saved["records"]:
+        assert "error" not in r and r["ms"] > 0 and r["tflops"] > 0
+        assert r["rel_err"] < 0.01, r
