@@ -28,12 +28,13 @@ def _per_row(x: Tensor) -> Tensor:
 
 def fold_sinks(out: Tensor, lse: Tensor, sinks: Tensor) -> tuple[Tensor, Tensor]:
     """The attention with sinks from the same call's ``out`` and fp32 ``lse`` without them:
-    ``(out', lse')`` in the same layouts and dtypes."""
+    ``(out', lse')`` in the same layouts and dtypes. ``out`` is scaled in place (one pass,
+    computed in fp32 and rounded once)."""
     sink = sinks.detach().float().view(-1, 1)  # broadcasts over (B, Hq, Sq) and (Hq, T)
     seen = torch.isfinite(lse)
     folded = torch.where(seen, torch.logaddexp(lse, sink), lse)
     kept = torch.where(seen, torch.exp(lse - folded), 1.0)
-    return (out.float() * _per_row(kept)).to(out.dtype), folded
+    return out.mul_(_per_row(kept)), folded
 
 
 def sinks_grad(p_dp: Tensor, lse: Tensor, sinks: Tensor) -> Tensor:
