@@ -26,10 +26,17 @@ def _per_row(x: Tensor) -> Tensor:
     return x.transpose(-1, -2).unsqueeze(-1)
 
 
-def fold_sinks(out: Tensor, lse: Tensor, sinks: Tensor) -> tuple[Tensor, Tensor]:
+def fold_sinks(out: Tensor, lse: Tensor, sinks: Tensor, kernel: bool = False
+               ) -> tuple[Tensor, Tensor]:
     """The attention with sinks from the same call's ``out`` and fp32 ``lse`` without them:
-    ``(out', lse')`` in the same layouts and dtypes. ``out`` is scaled in place (one pass,
-    computed in fp32 and rounded once)."""
+    ``(out', lse')`` in the same layouts and dtypes. ``out`` is scaled in place (computed in
+    fp32, rounded once); with ``kernel`` (CUDA tensors) ``lse`` too, by one Triton kernel
+    (``hf_stable_attn.kernels.sinks_fold``) instead of PyTorch's elementwise ops."""
+    if kernel:
+        from .kernels.sinks_fold import fold_sinks_cuda
+
+        fold_sinks_cuda(out, lse, sinks.detach().contiguous())
+        return out, lse
     sink = sinks.detach().float().view(-1, 1)  # broadcasts over (B, Hq, Sq) and (Hq, T)
     seen = torch.isfinite(lse)
     folded = torch.where(seen, torch.logaddexp(lse, sink), lse)

@@ -469,6 +469,30 @@ def test_the_dq_kernel_sums_p_dp_in_fp32(dropout_p):
 
 
 @interp
+@pytest.mark.parametrize("packed", [False, True], ids=["dense", "packed"])
+def test_the_sinks_fold_kernel_matches_pytorch(packed):
+    """``kernels.sinks_fold`` (CUDA calls' fold) against ``sinks.fold_sinks``' PyTorch ops: lse
+    to fp32 rounding, out to one bf16 step; rows that see no key (lse +inf) untouched."""
+    from hf_stable_attn.kernels.sinks_fold import fold_sinks_cuda
+    from hf_stable_attn.sinks import fold_sinks
+
+    g = torch.Generator().manual_seed(9)
+    shape, lse_shape = ((150, 3, 24), (3, 150)) if packed else ((2, 75, 3, 24), (2, 3, 75))
+    out = torch.randn(*shape, generator=g).to(torch.bfloat16)
+    lse = 3 * torch.randn(*lse_shape, generator=g)
+    lse[..., :5] = float("inf")
+    sinks = (2 * torch.randn(3, generator=g)).to(torch.bfloat16)
+    want_out, want_lse = fold_sinks(out.clone(), lse.clone(), sinks)
+    got_out, got_lse = out.clone(), lse.clone()
+    fold_sinks_cuda(got_out, got_lse, sinks)
+    assert torch.equal(torch.isinf(got_lse), torch.isinf(want_lse))
+    seen = torch.isfinite(want_lse)
+    assert max_error(got_lse[seen], want_lse[seen]) <= 1e-6 * want_lse[seen].abs().max()
+    assert max_error(got_out, want_out) <= _ulp_tol(want_out) / 2
+    assert max_error(got_out, out) > 0.1  # the fold did scale the output
+
+
+@interp
 def test_sinks_around_the_kernel_meet_the_flash_rule():
     """Attention sinks folded around the Triton kernels (``hf_stable_attn.sinks``): output and
     gradients, the sinks' included, against the float64 oracle; causal GQA with Sq > Sk, so the

@@ -1,6 +1,6 @@
 """Every kernel the package launches on a Hopper GPU compiles for sm_90 with the installed
 Triton, on the CPU: the three Triton kernels at each tile config of their head-dim 64 and 128
-tables (what the tuner picks from on an H100 or H200), and the Gluon kernels at every config
+tables (what the tuner picks from on an H100 or H200), the sinks' fold, and the Gluon kernels at every config
 their tables ship (``flash_fwd_hopper.HOPPER_CONFIGS``, ``flash_bwd_hopper.HOPPER_CONFIGS`` and
 ``DQ_CONFIGS``), causal or not, the Gluon forward with the fix on and off.
 
@@ -21,7 +21,7 @@ from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
 from hf_stable_attn.kernels import (  # noqa: E402
-    flash_bwd, flash_bwd_hopper, flash_fwd, flash_fwd_hopper,
+    flash_bwd, flash_bwd_hopper, flash_fwd, flash_fwd_hopper, sinks_fold,
 )
 from hf_stable_attn.kernels._common import (  # noqa: E402
     COMPILE_OPTIONS, INTERPRET, tile_config,
@@ -34,8 +34,8 @@ SM90 = GPUTarget("cuda", 90, 32)
 FLOATS = {"softmax_scale", "qk_scale", "softcap", "dropout_p", "drop_scale", "beta", "tie_window",
           "min_gap", "max_gap"}
 # Pointer arguments that are not the bf16 inputs and outputs.
-POINTERS = {"LSE": "*fp32", "SHIFT": "*fp32", "DELTA": "*fp32", "CU_Q": "*i32", "CU_K": "*i32",
-            "KPM": "*u8"}
+POINTERS = {"LSE": "*fp32", "SHIFT": "*fp32", "DELTA": "*fp32", "P_DP": "*fp32", "CU_Q": "*i32",
+            "CU_K": "*i32", "KPM": "*u8"}
 
 
 def compile_sm90(kernel, constexprs: dict, num_warps: int = 4, num_stages: int = 1,
@@ -90,6 +90,13 @@ def test_the_triton_kernels_compile(launch, head_dim, config):
         constexprs.update(ROWSUM_P_DP=head_dim == 64)
     compiled = compile_sm90(launch.kernel, constexprs, warps, stages)
     assert compiled.metadata.num_warps == warps
+
+
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_the_sinks_fold_kernel_compiles(head_dim):
+    compiled = compile_sm90(sinks_fold._fold_sinks_kernel, dict(
+        BLOCK_ROWS=sinks_fold.BLOCK_ROWS, BLOCK_D=head_dim))
+    assert compiled.metadata.num_warps == 4
 
 
 @pytest.mark.parametrize("persistent", [False, True], ids=["per-tile", "persistent"])
