@@ -1,7 +1,8 @@
 """Where attention sinks' cost lies on the GPU (session 36): the kernels' backward with and
-without the dQ kernel's fp32 ``rowsum(P * dP)`` (``p_dp_out``), and ``sinks.fold_sinks`` alone,
-on gpt-oss's attention shapes (D64, 64/8 heads, 16384 tokens, causal and a 128-key window).
-Also checks that the in-place fold gives the bits of ``(out.float() * kept).to(bf16)`` on CUDA.
+without the dQ kernel's fp32 ``rowsum(P * dP)`` (``p_dp_out``), and ``sinks.fold_sinks`` alone
+(PyTorch's ops and the Triton kernel), on gpt-oss's attention shapes (D64, 64/8 heads, 16384
+tokens, causal and a 128-key window). Also checks that the in-place PyTorch fold gives the bits of
+``(out.float() * kept).to(bf16)`` on CUDA, and how far the kernel's lies from it.
 
     PYTHONPATH=$PWD python3 gpu/sinks_cost_split.py
 """
@@ -37,16 +38,21 @@ def main():
 
             plain = triton.testing.do_bench(bwd, rep=200, return_mode="median")
             with_p_dp = triton.testing.do_bench(lambda: bwd(p_dp), rep=200, return_mode="median")
-            fold = triton.testing.do_bench(lambda: fold_sinks(out.clone(), lse, sinks), rep=200,
+            folds = {kernel: triton.testing.do_bench(
+                lambda: fold_sinks(out.clone(), lse.clone(), sinks, kernel), rep=200,
+                return_mode="median") for kernel in (False, True)}
+            copy = triton.testing.do_bench(lambda: (out.clone(), lse.clone()), rep=200,
                                            return_mode="median")
-            copy = triton.testing.do_bench(lambda: out.clone(), rep=200, return_mode="median")
-            folded, new_lse = fold_sinks(out.clone(), lse, sinks)
+            folded, new_lse = fold_sinks(out.clone(), lse.clone(), sinks)
             kept = torch.exp(lse - new_lse)
             same = torch.equal(folded, (out.float() * _per_row(kept)).to(out.dtype))
+            by_kernel = fold_sinks(out.clone(), lse.clone(), sinks, True)[0]
+            steps = (by_kernel.float() - folded.float()).abs().max().item()
             print(f"S {seqlen} window {window}: backward {plain:.3f} ms, with p_dp "
-                  f"{with_p_dp:.3f} ms (+{100 * (with_p_dp / plain - 1):.1f}%); fold "
-                  f"{fold - copy:.3f} ms (clone {copy:.3f} ms subtracted); in-place bits equal: "
-                  f"{same}", flush=True)
+                  f"{with_p_dp:.3f} ms (+{100 * (with_p_dp / plain - 1):.1f}%); fold: PyTorch "
+                  f"{folds[False] - copy:.3f} ms, kernel {folds[True] - copy:.3f} ms (clones "
+                  f"{copy:.3f} ms subtracted); PyTorch in-place bits equal: {same}; kernel's "
+                  f"largest difference {steps:.2e}", flush=True)
 
 
 if __name__ == "__main__":
