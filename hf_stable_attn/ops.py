@@ -221,7 +221,8 @@ def _attention_forward(q, k, v, sinks, cu_q, cu_k, seed, static, kpm, heads_firs
         q, k, v = _seq_first(q, k, v)
     out, lse = _run_forward(q, k, v, cu_q, cu_k, seed, static, kpm)
     if sinks is not None:
-        kernel = static[-1] == "triton" and not torch.compiler.is_compiling()
+        # The Triton fold needs plain tensors (no fake tensors, DTensors or torch.compile).
+        kernel = static[-1] == "triton" and _dispatch_free(out, lse, sinks.detach())
         out, lse = fold_sinks(out, lse, sinks, kernel)
     return q, k, v, out, lse
 
