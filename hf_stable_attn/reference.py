@@ -334,11 +334,11 @@ def reference_backward(
     dq = torch.zeros_like(qf)
     dk = torch.zeros(prep.k.shape[0], hk, lay.max_k, prep.k.shape[-1], device=q.device)
     dv = torch.zeros(prep.v.shape[0], hk, lay.max_k, prep.v.shape[-1], device=q.device)
-    p_dp = torch.zeros_like(lse_g[..., 0])
+    p_dp = None if p_dp_out is None else torch.zeros_like(lse_g[..., 0])
     for start, stop in tiles:
         kf, s, p, drop, dp = tile(start, stop)
         p_drop = p if drop is None else p * drop
-        if p_dp_out is not None:
+        if p_dp is not None:
             p_dp += (p_drop * dp).sum(-1)
         dv[:, :, start:stop] = torch.matmul(p_drop.to(dtype).float().transpose(-1, -2), dof).sum(2)
         ds = p * ((dp if drop is None else dp * drop) - delta[..., None])
@@ -348,6 +348,6 @@ def reference_backward(
         dq += torch.matmul(ds, kf) * prep.scale
         dk[:, :, start:stop] = torch.matmul(ds.transpose(-1, -2), qf).sum(2) * prep.scale
 
-    if p_dp_out is not None:
+    if p_dp is not None:
         p_dp_out.copy_(prep.lse_layout(p_dp))
     return prep.rows(dq.to(dtype)), prep.kv_rows(dk.to(k.dtype)), prep.kv_rows(dv.to(v.dtype))
