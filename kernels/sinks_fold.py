@@ -11,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import lse_layout, on_device_of, seq_layout
+from ._common import ceil_div, lse_layout, next_power_of_2, on_device_of, seq_layout
 
 BLOCK_ROWS = 64
 
@@ -49,8 +49,8 @@ def fold_sinks_cuda(out: torch.Tensor, lse: torch.Tensor, sinks: torch.Tensor) -
     if out.stride(-1) != 1 or lse.stride(-1) != 1:
         raise ValueError("fold_sinks_cuda needs out's last dim and lse's rows contiguous")
     stride_ob, stride_os, stride_oh = seq_layout(out, varlen)
-    grid = (triton.cdiv(seqlen, BLOCK_ROWS), heads, batch)
+    grid = (ceil_div(seqlen, BLOCK_ROWS), heads, batch)
     with on_device_of(out):
         _fold_sinks_kernel[grid](out, lse, sinks, seqlen, head_dim, stride_ob, stride_os,
                                  stride_oh, *lse_layout(lse, varlen), BLOCK_ROWS=BLOCK_ROWS,
-                                 BLOCK_D=triton.next_power_of_2(head_dim))
+                                 BLOCK_D=next_power_of_2(head_dim))
