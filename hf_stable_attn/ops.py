@@ -20,7 +20,7 @@ from torch import Tensor
 
 from .reference import reference_backward, reference_forward
 from .shift_rule import ShiftParams
-from .sinks import fold_sinks, sinks_grad
+from .sinks import sinks_grad
 
 logger = logging.getLogger(__name__)
 
@@ -71,8 +71,10 @@ def _forward_impl(
     deterministic: bool,
     backend: str,
     key_padding_mask: Optional[Tensor] = None,
+    sinks: Optional[Tensor] = None,
 ) -> tuple[Tensor, Tensor]:
-    """Forward; ``deterministic`` is only recorded for the backward."""
+    """Forward; ``deterministic`` is only recorded for the backward. ``sinks`` (Hq,) or None:
+    attention sinks, folded into ``out`` and ``lse`` (``hf_stable_attn.sinks``)."""
     masking = _masking(
         cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
         window_left, window_right, softcap, dropout_p, seed, key_padding_mask,
@@ -80,11 +82,11 @@ def _forward_impl(
     if backend == "triton":
         out, lse = _kernels().flash_attn_fwd(
             q, k, v, **masking, stabilize=stabilize, beta=beta, tie_window=tie_window,
-            min_gap=min_gap, max_gap=max_gap,
+            min_gap=min_gap, max_gap=max_gap, sinks=sinks,
         )
     else:
         params = ShiftParams(stabilize, beta, tie_window, min_gap, max_gap)
-        out, lse = reference_forward(q, k, v, **masking, shift=params)
+        out, lse = reference_forward(q, k, v, **masking, shift=params, sinks=sinks)
     return out.contiguous(), lse.contiguous()
 
 
@@ -167,11 +169,11 @@ def _dispatch_free(*tensors: Optional[Tensor]) -> bool:
     )
 
 
-def _run_forward(q, k, v, cu_q, cu_k, seed, static, kpm) -> tuple[Tensor, Tensor]:
+def _run_forward(q, k, v, cu_q, cu_k, seed, static, kpm, sinks) -> tuple[Tensor, Tensor]:
     """The forward op (or, when ``_dispatch_free``, its implementation) on ``attention``'s
-    packed ``static`` arguments and key padding mask ``kpm``."""
-    forward = _forward_impl if _dispatch_free(q, k, v, cu_q, cu_k, kpm) else _fwd
-    return forward(q, k, v, cu_q, cu_k, *static[:8], seed, *static[8:], kpm)
+    packed ``static`` arguments, key padding mask ``kpm`` and detached ``sinks``."""
+    forward = _forward_impl if _dispatch_free(q, k, v, cu_q, cu_k, kpm, sinks) else _fwd
+    return forward(q, k, v, cu_q, cu_k, *static[:8], seed, *static[8:], kpm, sinks)
 
 
 class _Attention(torch.autograd.Function):
@@ -181,7 +183,7 @@ class _Attention(torch.autograd.Function):
     time per layer measured on the GPU host; docs/kernel_notes.md, host overhead).
     ``lse`` is returned without a gradient (as flash-attn's). With ``heads_first`` the inputs
     are (B, H, S, D) and their gradients are returned in that layout. ``sinks`` (Hq,) or None:
-    attention sinks, folded into the output (``sinks.fold_sinks``) and given a gradient."""
+    attention sinks, folded into the output by the forward and given a gradient."""
 
     @staticmethod
     def forward(ctx, q, k, v, sinks, cu_q, cu_k, seed, static, kpm, heads_first):
@@ -219,11 +221,8 @@ def _attention_forward(q, k, v, sinks, cu_q, cu_k, seed, static, kpm, heads_firs
     folded into ``out`` and ``lse``."""
     if heads_first:
         q, k, v = _seq_first(q, k, v)
-    out, lse = _run_forward(q, k, v, cu_q, cu_k, seed, static, kpm)
-    if sinks is not None:
-        # The Triton fold needs plain tensors (no fake tensors, DTensors or torch.compile).
-        kernel = static[-1] == "triton" and _dispatch_free(out, lse, sinks.detach())
-        out, lse = fold_sinks(out, lse, sinks, kernel)
+    out, lse = _run_forward(q, k, v, cu_q, cu_k, seed, static, kpm,
+                            None if sinks is None else sinks.detach())
     return q, k, v, out, lse
 
 

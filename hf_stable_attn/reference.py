@@ -18,6 +18,7 @@ import torch
 
 from .dropout import keep_mask
 from .shift_rule import ShiftParams, merge_top2, row_shift, shift_params, tile_top2
+from .sinks import fold_sinks
 
 NEG_INF = float("-inf")
 
@@ -210,6 +211,7 @@ def reference_forward(
     numerics: ReferenceNumerics = ReferenceNumerics(),
     return_shift: bool = False,
     observe_p: Callable[[torch.Tensor, torch.Tensor, int], None] | None = None,
+    sinks: torch.Tensor | None = None,
 ):
     """Stabilized FlashAttention-2 forward, tiled over keys in blocks of ``block_n``.
 
@@ -220,10 +222,13 @@ def reference_forward(
         shift: the rule's constants (``shift_rule.shift_params``); None = fix on, beta 2.
         observe_p: debug callback ``(p_rounded, shift, tile_start)`` with the ``P`` tile
             (N, Hk, G, Sq, n) exactly as it enters ``P @ V`` and the row shift used for it.
+        sinks: None, or attention sinks (Hq,): one logit per query head in every row's
+            denominator, folded in before the output is rounded (``sinks.fold_sinks``).
 
     Returns:
         out like ``q`` (fp32 with ``numerics.out_fp32``), lse fp32 (B, Hq, Sq) or (Hq, Tq)
-        (``+inf`` on rows that see no key), and with ``return_shift`` the final row shift.
+        (``+inf`` on rows that see no key; the sinks' included), and with ``return_shift`` the
+        final row shift.
     """
     _check(q, k, v)
     params = shift if shift is not None else shift_params(q.dtype)
@@ -262,6 +267,9 @@ def reference_forward(
     seen = l > 0
     out = torch.where(seen[..., None], acc / torch.where(seen, l, 1.0)[..., None], 0.0)
     lse = torch.where(seen, cur + torch.log(torch.where(seen, l, 1.0)), float("inf"))
+    if sinks is not None:
+        sink = sinks.detach().float().view(1, prep.heads_kv, -1, 1)  # lse's (N, Hk, G, Sq)
+        out, lse = fold_sinks(out, lse, sink)
     out = prep.rows(out.to(torch.float32 if numerics.out_fp32 else q.dtype))
     result = (out, prep.lse_layout(lse))
     if return_shift:

@@ -224,9 +224,12 @@ def _dq_tiles(
             keep = keep_mask(seed, dropout_p, b, h, num_heads_q, max_seqlen_q, max_seqlen_k,
                              offs_m, cols)
             dp = tl.where(keep, dp * drop_scale, 0.0)
-        if ROWSUM_P_DP:
-            p_dp += tl.sum(p * dp, 1)
-        ds = p * (dp - delta[:, None])
+        if ROWSUM_P_DP:  # P * dP once, for the sum and for dS (one more add per score)
+            p_times_dp = p * dp
+            p_dp += tl.sum(p_times_dp, 1)
+            ds = p_times_dp - p * delta[:, None]
+        else:
+            ds = p * (dp - delta[:, None])
         if HAS_SOFTCAP:
             t = s * (1.0 / (softcap * LOG2E_C))
             ds = ds * (1.0 - t * t)

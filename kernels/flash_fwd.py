@@ -31,6 +31,7 @@ except ImportError:  # a Triton without Gluon's Hopper API: every call takes the
     flash_fwd_hopper = None
 
 LN2_C = tl.constexpr(LN2)
+LOG2E_C = tl.constexpr(LOG2E)
 ONE_BITS = tl.constexpr(0x3F800000)  # 1.0f as int32
 
 
@@ -102,9 +103,22 @@ def _fwd_tiles(
     return acc, l_i, m1, tied, shift
 
 
+@triton.jit
+def sink_fold(l_safe, shift, sink):
+    """A row's attention with a sink logit ``sink`` (log2 units) from its row sum ``l_safe``
+    (> 0) and ``shift`` (log2 units), (BLOCK_M,) each: ``(scale, lse)``, the factor that turns
+    the accumulator into the output and the natural-log log-sum-exp, the sink included.
+    With ``lse2 = shift + log2(l)``: ``lse2' = lse2 + log2(1 + 2^(sink - lse2))`` (the
+    softplus written so neither exp2 overflows) and ``scale = 2^(lse2 - lse2') / l``."""
+    lse2 = shift + tl.log2(l_safe)
+    d = sink - lse2
+    softplus = tl.maximum(d, 0.0) + tl.log2(1.0 + tl.exp2(-tl.abs(d)))
+    return tl.exp2(-softplus) / l_safe, (lse2 + softplus) * LN2_C
+
+
 @seeded_jit
 def _fwd_kernel(
-    Q, K, V, O, LSE, SHIFT, CU_Q, CU_K, KPM,
+    Q, K, V, O, LSE, SHIFT, SINKS, CU_Q, CU_K, KPM,
     stride_qb, stride_qs, stride_qh,
     stride_kb, stride_ks, stride_kh,
     stride_vb, stride_vs, stride_vh,
@@ -118,6 +132,7 @@ def _fwd_kernel(
     IS_VARLEN: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
     HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, HAS_KPM: tl.constexpr,
     STABILIZE: tl.constexpr, SHIFT_SINGLE: tl.constexpr, RETURN_SHIFT: tl.constexpr,
+    HAS_SINKS: tl.constexpr,
     DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_D: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr,
 ):
@@ -169,12 +184,17 @@ def _fwd_kernel(
 
     has_keys = l_i > 0.0
     l_safe = tl.where(has_keys, l_i, 1.0)
-    out = tl.where(has_keys[:, None], acc / l_safe[:, None], 0.0)
+    if HAS_SINKS:  # the head's sink joins the denominator (hf_stable_attn.sinks)
+        scale, lse = sink_fold(l_safe, shift, tl.load(SINKS + h).to(tl.float32) * LOG2E_C)
+        out = tl.where(has_keys[:, None], acc * scale[:, None], 0.0)
+    else:
+        out = tl.where(has_keys[:, None], acc / l_safe[:, None], 0.0)
+        lse = shift * LN2_C + tl.log(l_safe)
     o_ptrs = (O + b64 * stride_ob + h * stride_oh
               + (q_start + offs_m).to(tl.int64)[:, None] * stride_os + offs_d[None, :])
     row_ok = offs_m < seqlen_q
     tl.store(o_ptrs, out.to(O.dtype.element_ty), mask=row_ok[:, None] & d_ok[None, :])
-    lse = tl.where(has_keys, shift * LN2_C + tl.log(l_safe), float("inf"))
+    lse = tl.where(has_keys, lse, float("inf"))
     l_off = b64 * stride_lb + h * stride_lh + q_start + offs_m
     tl.store(LSE + l_off, lse, mask=row_ok)
     if RETURN_SHIFT:
@@ -202,7 +222,7 @@ _fwd_launch = TiledLaunch(_fwd_kernel, _FWD_CONFIGS)
 def flash_attn_fwd(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                    softmax_scale, causal, window_left, window_right, softcap, dropout_p, seed,
                    stabilize, beta, tie_window, min_gap, max_gap, shift_single=False,
-                   return_shift=False, key_padding_mask=None):
+                   return_shift=False, key_padding_mask=None, sinks=None):
     """Stabilized attention forward.
 
     Args:
@@ -215,9 +235,13 @@ def flash_attn_fwd(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
             it is 0 are never attended (rows that see no key give 0 and lse +inf).
         stabilize, beta, tie_window, min_gap, max_gap, shift_single: the shift rule's constants
             in natural-log units (``shift_rule.ShiftParams``).
+        sinks: None, or attention sinks (Hq,) contiguous, any float dtype: one logit per query
+            head that joins every row's denominator (``hf_stable_attn.sinks``), folded in before
+            the output is rounded.
     Returns:
-        out like q; lse fp32 (B, Hq, Sq) or (Hq, Tq); with ``return_shift`` also the per-row
-        final shift (natural-log units, lse's layout, +inf on rows that see no key).
+        out like q; lse fp32 (B, Hq, Sq) or (Hq, Tq), the sinks' included; with
+        ``return_shift`` also the per-row final shift (natural-log units, lse's layout, +inf on
+        rows that see no key).
     """
     varlen = cu_seqlens_q is not None
     q, k, v = (last_dim_contiguous(t) for t in (q, k, v))
@@ -250,7 +274,7 @@ def flash_attn_fwd(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
         with on_device_of(q):
             out, lse = flash_fwd_hopper.flash_attn_fwd_hopper(
                 q, k, v, softmax_scale=softmax_scale, causal=causal, stabilize=stabilize,
-                beta=beta, tie_window=tie_window, min_gap=min_gap, max_gap=max_gap)
+                beta=beta, tie_window=tie_window, min_gap=min_gap, max_gap=max_gap, sinks=sinks)
         _fwd_launch.last = flash_fwd_hopper.tile_record(head_dim)
         return out, lse
     if varlen:
@@ -265,7 +289,7 @@ def flash_attn_fwd(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
     cu_k = cu_seqlens_k if varlen else lse
     kpm, stride_kpm, has_kpm = key_mask_args(key_padding_mask, batch, sk, varlen, lse)
     args = (
-        q, k, v, out, lse, shift_out, cu_q, cu_k, kpm,
+        q, k, v, out, lse, shift_out, lse if sinks is None else sinks, cu_q, cu_k, kpm,
         *seq_layout(q, varlen), *seq_layout(k, varlen), *seq_layout(v, varlen),
         *seq_layout(out, varlen), *lse_layout(lse, varlen), stride_kpm,
         sq, sk, int(max_seqlen_q), int(max_seqlen_k),
@@ -279,7 +303,7 @@ def flash_attn_fwd(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
         HAS_SOFTCAP=has_softcap, HAS_DROPOUT=dropout_p > 0.0, HAS_KPM=has_kpm,
         STABILIZE=bool(stabilize),
         SHIFT_SINGLE=bool(shift_single), RETURN_SHIFT=bool(return_shift),
-        DOT_FP32=INTERPRET, EVEN_D=bd == head_dim, BLOCK_D=bd,
+        HAS_SINKS=sinks is not None, DOT_FP32=INTERPRET, EVEN_D=bd == head_dim, BLOCK_D=bd,
     )
 
     def grid(meta):

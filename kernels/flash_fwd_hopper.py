@@ -46,6 +46,7 @@ from ._hopper_ring import (
 
 ONE_BITS = gl.constexpr(0x3F800000)  # 1.0f as int32
 LN2_C = gl.constexpr(LN2)
+LOG2E_C = gl.constexpr(LOG2E)
 
 
 @gluon.jit
@@ -79,6 +80,16 @@ def _tie_gap(m1, tied, beta, min_gap, max_gap):
                                   dtype=gl.float32, is_pure=True, pack=1)
     gap = gl.maximum(max_gap - (2.0 * max_gap) * r, min_gap)
     return gl.where(tied & (m1 > float("-inf")), gap, 0.0)
+
+
+@gluon.jit
+def _sink_fold(l_safe, shift, sink):
+    """``flash_fwd.sink_fold`` (a Gluon kernel cannot call Triton's): ``(scale, lse)`` of rows
+    with row sums ``l_safe`` > 0, ``shift`` and the sink logit ``sink`` in log2 units."""
+    lse2 = shift + gl.log2(l_safe)
+    d = sink - lse2
+    softplus = gl.maximum(d, 0.0) + gl.log2(1.0 + gl.exp2(-gl.abs(d)))
+    return gl.exp2(-softplus) / l_safe, (lse2 + softplus) * LN2_C
 
 
 @gluon.jit
@@ -150,11 +161,11 @@ def _work_tile(unit, num_tiles_m, num_columns, num_heads_q, heads_per_kv, CAUSAL
 
 
 @gluon.jit
-def _loader(Q, K, V, O, LSE, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh,
-            stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
+def _loader(Q, K, V, O, LSE, SINKS, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks,
+            stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
             stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full,
             v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
-            num_columns, qk_scale, beta, tie_window, min_gap, max_gap):
+            num_columns, qk_scale, beta, tie_window, min_gap, max_gap, has_sinks):
     """The load partition: ``_load_tile`` for the program's query tile, or (persistent) for
     each of its tiles."""
     CONSUMERS: gl.constexpr = q_smem.shape[0]
@@ -215,11 +226,11 @@ def _load_tile(unit, t, i, Q, K, V, stride_qb, stride_qs, stride_qh, stride_kb, 
 
 
 @gluon.jit
-def _consume(WG: gl.constexpr, Q, K, V, O, LSE, stride_qb, stride_qs, stride_qh, stride_kb,
+def _consume(WG: gl.constexpr, Q, K, V, O, LSE, SINKS, stride_qb, stride_qs, stride_qh, stride_kb,
              stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os,
              stride_oh, stride_lb, stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full,
              k_empty, v_full, v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv,
-             num_tiles_m, num_columns, qk_scale, beta, tie_window, min_gap, max_gap):
+             num_tiles_m, num_columns, qk_scale, beta, tie_window, min_gap, max_gap, has_sinks):
     """One consumer partition (4 warps): ``_consume_tile`` for the program's query tile, or
     (persistent) for each of its tiles. (The compile-time switches come from the barriers'
     lengths, ``q_full`` CONSUMERS + STABILIZE + 2 CAUSAL, ``q_empty`` CONSUMERS + PERSISTENT:
@@ -227,9 +238,9 @@ def _consume(WG: gl.constexpr, Q, K, V, O, LSE, stride_qb, stride_qs, stride_qh,
     CONSUMERS: gl.constexpr = q_smem.shape[0]
     PERSISTENT: gl.constexpr = q_empty.shape[0] > CONSUMERS
     args = (q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full, v_empty, turns, O,
-            LSE, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, seqlen_q, seqlen_k,
+            LSE, SINKS, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, seqlen_q, seqlen_k,
             num_heads_q, heads_per_kv, num_tiles_m, num_columns, qk_scale, beta, tie_window,
-            min_gap, max_gap)
+            min_gap, max_gap, has_sinks)
     if PERSISTENT:
         t = 0  # ring fills so far
         i = 0  # query tiles so far
@@ -243,10 +254,10 @@ def _consume(WG: gl.constexpr, Q, K, V, O, LSE, stride_qb, stride_qs, stride_qh,
 
 @gluon.jit
 def _consume_tile(WG: gl.constexpr, unit, t0, k0, q_phase, q_smem, k_smem, v_smem, q_full,
-                  q_empty, k_full, k_empty, v_full, v_empty, turns, O, LSE, stride_ob,
+                  q_empty, k_full, k_empty, v_full, v_empty, turns, O, LSE, SINKS, stride_ob,
                   stride_os, stride_oh, stride_lb, stride_lh, seqlen_q, seqlen_k, num_heads_q,
                   heads_per_kv, num_tiles_m, num_columns, qk_scale, beta, tie_window, min_gap,
-                  max_gap):
+                  max_gap, has_sinks):
     """The query tile ``unit``'s rows ``start_m + 64 WG`` onwards against the key tiles the
     loader fills into ring slots ``t0`` onwards (this consumer reads those its rows see and
     releases the rest); ``k0`` is the tile's first turn, ``q_phase`` the query part's. Returns
@@ -326,7 +337,13 @@ def _consume_tile(WG: gl.constexpr, unit, t0, k0, q_phase, q_smem, k_smem, v_sme
     l_o = gl.convert_layout(l_i, row_o)
     has_keys = l_o > 0.0
     l_safe = gl.where(has_keys, l_o, 1.0)
-    out = gl.where(gl.expand_dims(has_keys, 1), acc / gl.expand_dims(l_safe, 1), 0.0)
+    shift_o = gl.convert_layout(shift, row_o)
+    if has_sinks:  # the head's sink joins the denominator (hf_stable_attn.sinks)
+        scale, lse = _sink_fold(l_safe, shift_o, gl.load(SINKS + h).to(gl.float32) * LOG2E_C)
+        out = gl.where(gl.expand_dims(has_keys, 1), acc * gl.expand_dims(scale, 1), 0.0)
+    else:
+        out = gl.where(gl.expand_dims(has_keys, 1), acc / gl.expand_dims(l_safe, 1), 0.0)
+        lse = shift_o * LN2_C + gl.log(l_safe)
     rows = rows0 + gl.arange(0, BLOCK_M, layout=row_o)
     cols = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
     row_ok = rows < seqlen_q
@@ -334,8 +351,7 @@ def _consume_tile(WG: gl.constexpr, unit, t0, k0, q_phase, q_smem, k_smem, v_sme
               + gl.expand_dims(rows.to(gl.int64) * stride_os, 1) + gl.expand_dims(cols, 0))
     o_mask = gl.expand_dims(row_ok, 1) & gl.expand_dims(cols < HEAD_DIM, 0)
     gl.store(o_ptrs, out.to(dtype), mask=o_mask)
-    shift_o = gl.convert_layout(shift, row_o)
-    lse = gl.where(has_keys, shift_o * LN2_C + gl.log(l_safe), float("inf"))
+    lse = gl.where(has_keys, lse, float("inf"))
     gl.store(LSE + b64 * stride_lb + h * stride_lh + rows, lse, mask=row_ok)
     return n_tiles
 
@@ -379,54 +395,54 @@ def _step(j, t0, k0, acc, p_op, m1, tied, shift, l_i, q, k_smem, v_smem, k_full,
 
 
 @gluon.jit
-def _consumer0(Q, K, V, O, LSE, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh,
-               stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
-               stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full,
-               v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
-               num_columns, qk_scale, beta, tie_window, min_gap, max_gap):
-    _consume(0, Q, K, V, O, LSE, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh,
-             stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
+def _consumer0(Q, K, V, O, LSE, SINKS, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks,
+               stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh,
+               stride_lb, stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty,
+               v_full, v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
+               num_columns, qk_scale, beta, tie_window, min_gap, max_gap, has_sinks):
+    _consume(0, Q, K, V, O, LSE, SINKS, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks,
+             stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
              stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full, v_empty,
              turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m, num_columns,
-             qk_scale, beta, tie_window, min_gap, max_gap)
+             qk_scale, beta, tie_window, min_gap, max_gap, has_sinks)
 
 
 @gluon.jit
-def _consumer1(Q, K, V, O, LSE, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh,
-               stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
-               stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full,
-               v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
-               num_columns, qk_scale, beta, tie_window, min_gap, max_gap):
-    _consume(1, Q, K, V, O, LSE, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh,
-             stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
+def _consumer1(Q, K, V, O, LSE, SINKS, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks,
+               stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh,
+               stride_lb, stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty,
+               v_full, v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
+               num_columns, qk_scale, beta, tie_window, min_gap, max_gap, has_sinks):
+    _consume(1, Q, K, V, O, LSE, SINKS, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks,
+             stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
              stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full, v_empty,
              turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m, num_columns,
-             qk_scale, beta, tie_window, min_gap, max_gap)
+             qk_scale, beta, tie_window, min_gap, max_gap, has_sinks)
 
 
 @gluon.jit
-def _consumer2(Q, K, V, O, LSE, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh,
-               stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
-               stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full,
-               v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
-               num_columns, qk_scale, beta, tie_window, min_gap, max_gap):
-    _consume(2, Q, K, V, O, LSE, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh,
-             stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
+def _consumer2(Q, K, V, O, LSE, SINKS, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks,
+               stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh,
+               stride_lb, stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty,
+               v_full, v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
+               num_columns, qk_scale, beta, tie_window, min_gap, max_gap, has_sinks):
+    _consume(2, Q, K, V, O, LSE, SINKS, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks,
+             stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
              stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full, v_empty,
              turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m, num_columns,
-             qk_scale, beta, tie_window, min_gap, max_gap)
+             qk_scale, beta, tie_window, min_gap, max_gap, has_sinks)
 
 
 @gluon.jit
 def _fwd_ws_kernel(
-    Q, K, V, O, LSE,
+    Q, K, V, O, LSE, SINKS,
     stride_qb, stride_qs, stride_qh,
     stride_kb, stride_ks, stride_kh,
     stride_vb, stride_vs, stride_vh,
     stride_ob, stride_os, stride_oh,
     stride_lb, stride_lh,
     seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m, num_columns,
-    qk_scale, beta, tie_window, min_gap, max_gap,
+    qk_scale, beta, tie_window, min_gap, max_gap, has_sinks,
     CAUSAL: gl.constexpr, STABILIZE: gl.constexpr, HEAD_DIM: gl.constexpr,
     BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr,
     CONSUMERS: gl.constexpr, PINGPONG: gl.constexpr, PERSISTENT: gl.constexpr,
@@ -450,11 +466,11 @@ def _fwd_ws_kernel(
     k_full, k_empty, v_full, v_empty = ring_barriers(STAGES, CONSUMERS)
     turns = flag_barriers(CONSUMERS if PINGPONG else 1)  # one barrier: no ping-pong
 
-    args = (Q, K, V, O, LSE, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh,
-            stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
+    args = (Q, K, V, O, LSE, SINKS, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks,
+            stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
             stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full,
             v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
-            num_columns, qk_scale, beta, tie_window, min_gap, max_gap)
+            num_columns, qk_scale, beta, tie_window, min_gap, max_gap, has_sinks)
     if CONSUMERS == 3:
         gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_consumer2, args),
                             (_loader, args)], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, 24])
@@ -543,12 +559,14 @@ def persistent_launch(head_dim, causal, rows, heads_per_kv) -> bool:
 
 
 def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, tie_window,
-                          min_gap, max_gap, config=None, persistent=None):
+                          min_gap, max_gap, sinks=None, config=None, persistent=None):
     """Stabilized forward of dense q (B, Sq, Hq, D), k, v (B, Sk, Hk, D) on the current GPU
     (the caller makes q's current and checked ``covers``). The shift rule's constants in
-    natural-log units; ``config`` (BLOCK_N, STAGES, consumer registers, consumers, ping-pong)
-    overrides the table, ``persistent`` (one program per SM) ``PERSISTENT_BELOW``. Returns
-    ``(out, lse)``: out like q, lse fp32 (B, Hq, Sq), +inf on rows that see no key."""
+    natural-log units; ``sinks`` None or (Hq,) contiguous, folded in as ``flash_fwd``'s (a
+    run-time switch here: the partitions see no compile-time arguments); ``config`` (BLOCK_N,
+    STAGES, consumer registers, consumers, ping-pong) overrides the table, ``persistent`` (one
+    program per SM) ``PERSISTENT_BELOW``. Returns ``(out, lse)``: out like q, lse fp32
+    (B, Hq, Sq), +inf on rows that see no key."""
     batch, sq, hq, head_dim = q.shape
     sk, hk = k.shape[1], k.shape[2]
     block_n, stages, regs, consumers, pingpong = config or HOPPER_CONFIGS[head_dim]
@@ -559,7 +577,7 @@ def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, ti
     out = torch.empty_like(q)
     lse = torch.empty((batch, hq, sq), device=q.device, dtype=torch.float32)
     _fwd_ws_kernel[(programs,)](
-        q, k, v, out, lse,
+        q, k, v, out, lse, lse if sinks is None else sinks,
         q.stride(0), q.stride(1), q.stride(2),
         k.stride(0), k.stride(1), k.stride(2),
         v.stride(0), v.stride(1), v.stride(2),
@@ -567,7 +585,7 @@ def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, ti
         lse.stride(0), lse.stride(1),
         sq, sk, hq, hq // hk, tiles, columns,
         float(softmax_scale * LOG2E), float(beta), float(tie_window * LOG2E),
-        float(min_gap * LOG2E), float(max_gap * LOG2E),
+        float(min_gap * LOG2E), float(max_gap * LOG2E), int(sinks is not None),
         CAUSAL=bool(causal), STABILIZE=bool(stabilize), HEAD_DIM=head_dim, BLOCK_N=block_n,
         STAGES=stages, CONSUMER_REGS=regs, CONSUMERS=consumers, PINGPONG=bool(pingpong),
         PERSISTENT=bool(persistent), num_warps=4, **COMPILE_OPTIONS,

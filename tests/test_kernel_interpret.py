@@ -470,31 +470,42 @@ def test_the_dq_kernel_sums_p_dp_in_fp32(dropout_p):
 
 @interp
 @pytest.mark.parametrize("packed", [False, True], ids=["dense", "packed"])
-def test_the_sinks_fold_kernel_matches_pytorch(packed):
-    """``kernels.sinks_fold`` (CUDA calls' fold) against ``sinks.fold_sinks``' PyTorch ops: lse
-    to fp32 rounding, out to one bf16 step; rows that see no key (lse +inf) untouched."""
-    from hf_stable_attn.kernels.sinks_fold import fold_sinks_cuda
-    from hf_stable_attn.sinks import fold_sinks
-
-    g = torch.Generator().manual_seed(9)
-    shape, lse_shape = ((150, 3, 24), (3, 150)) if packed else ((2, 75, 3, 24), (2, 3, 75))
-    out = torch.randn(*shape, generator=g).to(torch.bfloat16)
-    lse = 3 * torch.randn(*lse_shape, generator=g)
-    lse[..., :5] = float("inf")
-    sinks = (2 * torch.randn(3, generator=g)).to(torch.bfloat16)
-    want_out, want_lse = fold_sinks(out.clone(), lse.clone(), sinks)
-    got_out, got_lse = out.clone(), lse.clone()
-    fold_sinks_cuda(got_out, got_lse, sinks)
-    assert torch.equal(torch.isinf(got_lse), torch.isinf(want_lse))
-    seen = torch.isfinite(want_lse)
-    assert max_error(got_lse[seen], want_lse[seen]) <= 1e-6 * want_lse[seen].abs().max()
-    assert max_error(got_out, want_out) <= _ulp_tol(want_out) / 2
-    assert max_error(got_out, out) > 0.1  # the fold did scale the output
+def test_the_forward_folds_sinks_as_the_reference_does(packed):
+    """The forward kernel's epilogue fold of attention sinks against ``reference_forward``'s
+    (``sinks.fold_sinks`` on fp32 values): out to a rounding step, lse to fp32 rounding, for
+    sinks far above the rows' scores (all weight on the sink: no overflow, out near 0), far
+    below (no change) and in between; causal GQA with Sq > Sk, so rows that see no key keep
+    out 0 and lse +inf."""
+    q, k, v = _inputs((2, 30, 4, 24), (2, 22, 2, 24), seed=6)
+    sinks = torch.tensor([60.0, -60.0, 1.5, -0.5]).to(torch.bfloat16)
+    m = _masking(causal=True)
+    if packed:
+        cu_q, cu_k = (torch.tensor([0, n, 2 * n], dtype=torch.int32) for n in (30, 22))
+        q, k, v = (t.flatten(0, 1) for t in (q, k, v))
+        m = _masking(cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=30, max_seqlen_k=22,
+                     causal=True)
+    params = shift_params(q.dtype)
+    out, lse = flash_attn_fwd(q, k, v, **_kernel_args(q, k, m), stabilize=True, beta=params.beta,
+                              tie_window=params.tie_window, min_gap=params.min_gap,
+                              max_gap=params.max_gap, sinks=sinks)
+    ref_out, ref_lse = reference_forward(q, k, v, **m, shift=params, block_n=16, sinks=sinks)
+    plain_out, _ = run_kernel(q, k, v, m, params)
+    assert not torch.isnan(out).any() and not torch.isnan(lse).any()
+    assert max_error(out, ref_out) <= _ulp_tol(ref_out)
+    finite = torch.isfinite(ref_lse)
+    assert torch.equal(finite, torch.isfinite(lse)) and (~finite).sum() > 0
+    assert max_error(lse[finite], ref_lse[finite]) <= 1e-5 * (1 + ref_lse[finite].abs().max())
+    heads = -2
+    assert out.select(heads, 0).abs().max() < 1e-20  # the 60 sink takes all the weight
+    # -60: the kernel without sinks' output, but for the rounding of a division against
+    # that of a multiply by the reciprocal
+    assert max_error(out.select(heads, 1), plain_out.select(heads, 1)) <= _ulp_tol(plain_out) / 2
+    assert max_error(out.select(heads, 2), plain_out.select(heads, 2)) > 0.05
 
 
 @interp
 def test_sinks_around_the_kernel_meet_the_flash_rule():
-    """Attention sinks folded around the Triton kernels (``hf_stable_attn.sinks``): output and
+    """Attention sinks through the Triton kernels (``hf_stable_attn.sinks``): output and
     gradients, the sinks' included, against the float64 oracle; causal GQA with Sq > Sk, so the
     first rows see no key, and 20 keys over two tiles."""
     import hf_stable_attn

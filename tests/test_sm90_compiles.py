@@ -1,6 +1,6 @@
 """Every kernel the package launches on a Hopper GPU compiles for sm_90 with the installed
 Triton, on the CPU: the three Triton kernels at each tile config of their head-dim 64 and 128
-tables (what the tuner picks from on an H100 or H200), the sinks' fold, and the Gluon kernels at every config
+tables (what the tuner picks from on an H100 or H200), and the Gluon kernels at every config
 their tables ship (``flash_fwd_hopper.HOPPER_CONFIGS``, ``flash_bwd_hopper.HOPPER_CONFIGS`` and
 ``DQ_CONFIGS``), causal or not, the Gluon forward with the fix on and off.
 
@@ -21,7 +21,7 @@ from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
 from hf_stable_attn.kernels import (  # noqa: E402
-    flash_bwd, flash_bwd_hopper, flash_fwd, flash_fwd_hopper, sinks_fold,
+    flash_bwd, flash_bwd_hopper, flash_fwd, flash_fwd_hopper,
 )
 from hf_stable_attn.kernels._common import (  # noqa: E402
     COMPILE_OPTIONS, INTERPRET, tile_config,
@@ -85,18 +85,13 @@ def test_the_triton_kernels_compile(launch, head_dim, config):
     constexprs = dict(CAUSAL_FLAGS, BLOCK_D=head_dim, BLOCK_M=block_m, BLOCK_N=block_n,
                       USE_TMA=tma)
     if launch is flash_fwd._fwd_launch:
-        constexprs.update(STABILIZE=True, SHIFT_SINGLE=False, RETURN_SHIFT=False)
+        # Attention sinks folded in at D64 (gpt-oss's head dim), the plain epilogue at D128.
+        constexprs.update(STABILIZE=True, SHIFT_SINGLE=False, RETURN_SHIFT=False,
+                          HAS_SINKS=head_dim == 64)
     if launch is flash_bwd._dq_launch:  # the row sums of P * dP, as attention sinks take them
         constexprs.update(ROWSUM_P_DP=head_dim == 64)
     compiled = compile_sm90(launch.kernel, constexprs, warps, stages)
     assert compiled.metadata.num_warps == warps
-
-
-@pytest.mark.parametrize("head_dim", [64, 128])
-def test_the_sinks_fold_kernel_compiles(head_dim):
-    compiled = compile_sm90(sinks_fold._fold_sinks_kernel, dict(
-        BLOCK_ROWS=sinks_fold.BLOCK_ROWS, BLOCK_D=head_dim))
-    assert compiled.metadata.num_warps == 4
 
 
 @pytest.mark.parametrize("persistent", [False, True], ids=["per-tile", "persistent"])
