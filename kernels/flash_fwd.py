@@ -235,9 +235,9 @@ def flash_attn_fwd(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
             it is 0 are never attended (rows that see no key give 0 and lse +inf).
         stabilize, beta, tie_window, min_gap, max_gap, shift_single: the shift rule's constants
             in natural-log units (``shift_rule.ShiftParams``).
-        sinks: None, or attention sinks (Hq,) contiguous, any float dtype: one logit per query
-            head that joins every row's denominator (``hf_stable_attn.sinks``), folded in before
-            the output is rounded.
+        sinks: None, or attention sinks (Hq,), any float dtype: one logit per query head that
+            joins every row's denominator (``hf_stable_attn.sinks``), folded in before the
+            output is rounded.
     Returns:
         out like q; lse fp32 (B, Hq, Sq) or (Hq, Tq), the sinks' included; with
         ``return_shift`` also the per-row final shift (natural-log units, lse's layout, +inf on
@@ -245,6 +245,8 @@ def flash_attn_fwd(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
     """
     varlen = cu_seqlens_q is not None
     q, k, v = (last_dim_contiguous(t) for t in (q, k, v))
+    if sinks is not None:
+        sinks = sinks.contiguous()  # the kernels read sinks[h] at SINKS + h
     head_dim = q.shape[-1]
     if head_dim > 256:
         raise ValueError(f"head_dim {head_dim} > 256 is not supported")

@@ -475,9 +475,10 @@ def test_the_forward_folds_sinks_as_the_reference_does(packed):
     (``sinks.fold_sinks`` on fp32 values): out to a rounding step, lse to fp32 rounding, for
     sinks far above the rows' scores (all weight on the sink: no overflow, out near 0), far
     below (no change) and in between; causal GQA with Sq > Sk, so rows that see no key keep
-    out 0 and lse +inf."""
+    out 0 and lse +inf. The kernel gets the sinks as a strided view."""
     q, k, v = _inputs((2, 30, 4, 24), (2, 22, 2, 24), seed=6)
     sinks = torch.tensor([60.0, -60.0, 1.5, -0.5]).to(torch.bfloat16)
+    strided = torch.stack([sinks, -sinks], 1)[:, 0]
     m = _masking(causal=True)
     if packed:
         cu_q, cu_k = (torch.tensor([0, n, 2 * n], dtype=torch.int32) for n in (30, 22))
@@ -487,7 +488,7 @@ def test_the_forward_folds_sinks_as_the_reference_does(packed):
     params = shift_params(q.dtype)
     out, lse = flash_attn_fwd(q, k, v, **_kernel_args(q, k, m), stabilize=True, beta=params.beta,
                               tie_window=params.tie_window, min_gap=params.min_gap,
-                              max_gap=params.max_gap, sinks=sinks)
+                              max_gap=params.max_gap, sinks=strided)
     ref_out, ref_lse = reference_forward(q, k, v, **m, shift=params, block_n=16, sinks=sinks)
     plain_out, _ = run_kernel(q, k, v, m, params)
     assert not torch.isnan(out).any() and not torch.isnan(lse).any()
