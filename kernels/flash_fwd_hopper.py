@@ -18,7 +18,8 @@ tile or (``PERSISTENT_BELOW``) one per SM looping over tiles, the loader filling
 ring while the consumers finish one (session 33).
 
 Covers: dense ``(B, S, H, D)`` bf16/fp16, head dim 64 or 128, causal (bottom-right aligned) or
-not, GQA, the fix on or off, where ``_common.tma_ready`` holds; ``covers`` routes the subset
+not, GQA, the fix on or off, attention sinks (folded in the epilogue), where
+``_common.tma_ready`` holds; ``covers`` routes the subset
 measured faster (``FASTER``: D128 from one query tile; D64 from 2048 rows without a causal
 mask, and from 4096 with one).
 Not: packed sequences, windows, softcap, dropout, padding masks, ``return_shift``,
