@@ -278,7 +278,7 @@ def test_launch_kwargs_name_the_launchers_keywords():
 
     masking = launch_kwargs(100, 120, 64, causal=True)
     fix = fix_kwargs(shift_params(torch.bfloat16, beta=4.0))
-    assert set(masking) | set(fix) == keywords(flash_attn_fwd, ("shift_single", "return_shift"))
+    assert set(masking) | set(fix) == keywords(flash_attn_fwd, ("shift_single", "return_shift", "sinks"))
     assert set(masking) == keywords(flash_attn_bwd, ("deterministic", "p_dp_out"))
     assert (masking["max_seqlen_q"], masking["max_seqlen_k"], masking["causal"]) == (100, 120, True)
     assert masking["softmax_scale"] == 64**-0.5 and fix["beta"] == 4.0
