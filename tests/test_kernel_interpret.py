@@ -505,7 +505,7 @@ def test_the_forward_folds_sinks_as_the_reference_does(packed):
 
 
 @interp
-def test_sinks_around_the_kernel_meet_the_flash_rule():
+def test_sinks_through_the_kernels_meet_the_flash_rule():
     """Attention sinks through the Triton kernels (``hf_stable_attn.sinks``): output and
     gradients, the sinks' included, against the float64 oracle; causal GQA with Sq > Sk, so the
     first rows see no key, and 20 keys over two tiles."""
