@@ -1,0 +1,89 @@
+"""GPU: where the host time of ``stable_flash``'s attention calls goes inside GPT-2 124M training
+(``bench_e2e``'s model and step). After 3 warm-up steps, cProfile runs only inside the registered
+attention function (the forward calls) and inside ``ops._Attention.backward`` (the backward
+calls, in the autograd engine's device thread) over ``--steps`` steps; each is printed by own
+time and by cumulative time, with the host microseconds per call measured without the profiler
+in the same process. Run from the repository root:
+
+    PYTHONPATH=$PWD python gpu/attention_host_profile.py --steps 10 > attention_host_profile.txt
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import time
+
+import torch
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+import hf_stable_attn  # noqa: F401  (registers stable_flash)
+from benchmarks.bench_e2e import MODELS, build_model
+from hf_stable_attn import ops
+
+
+class Clocked:
+    """Wraps a function: host seconds and calls, and a cProfile of its calls while ``profiling``."""
+
+    def __init__(self, fn):
+        self.fn, self.seconds, self.calls = fn, 0.0, 0
+        self.profile, self.profiling = cProfile.Profile(), False
+
+    def __call__(self, *args, **kwargs):
+        if self.profiling:
+            return self.profile.runcall(self.fn, *args, **kwargs)
+        start = time.perf_counter()
+        try:
+            return self.fn(*args, **kwargs)
+        finally:
+            self.seconds += time.perf_counter() - start
+            self.calls += 1
+
+    def stats(self, sort: str, lines: int = 35) -> str:
+        text = io.StringIO()
+        pstats.Stats(self.profile, stream=text).sort_stats(sort).print_stats(lines)
+        return text.getvalue()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=10)
+    args = ap.parse_args()
+    forward = Clocked(ALL_ATTENTION_FUNCTIONS._global_mapping["stable_flash"])
+    ALL_ATTENTION_FUNCTIONS._global_mapping["stable_flash"] = forward
+    backward = Clocked(ops._Attention.backward)
+    ops._Attention.backward = staticmethod(backward)
+    spec = MODELS["gpt2-124m"]
+    model = build_model(spec, "stable_flash", torch.device("cuda"), torch.float32).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    ids = torch.randint(model.config.vocab_size, (spec.batch, spec.seqlen), device="cuda")
+
+    def step():
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+
+    for _ in range(3):
+        step()
+    for clocked in (forward, backward):
+        clocked.seconds, clocked.calls = 0.0, 0
+    for _ in range(args.steps):
+        step()
+    print(torch.cuda.get_device_name(), torch.__version__)
+    print(f"host us per call without the profiler: forward {1e6 * forward.seconds / forward.calls:.1f}"
+          f", backward {1e6 * backward.seconds / backward.calls:.1f}")
+    forward.profiling = backward.profiling = True
+    for _ in range(args.steps):
+        step()
+    for name, clocked in (("forward", forward), ("backward", backward)):
+        for sort in ("tottime", "cumulative"):
+            print(f"\n== {name} calls by {sort}\n{clocked.stats(sort)}")
+
+
+if __name__ == "__main__":
+    main()
