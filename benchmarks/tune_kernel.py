@@ -109,6 +109,9 @@ class Runner:
         self.fwd_mod = importlib.import_module(f"{package}.flash_fwd")
         self.bwd_mod = importlib.import_module(f"{package}.flash_bwd")
         self.block_d = importlib.import_module(f"{package}._common").block_d
+        # Plans keep a call's tile config: forgotten after each table change (older copies of
+        # the package have none).
+        self.clear_plans = getattr(importlib.import_module(package), "clear_plans", lambda: None)
 
     def tables(self, part: str) -> dict:
         """The package's config table (padded head dim -> entries) of the kernel ``part`` tunes."""
@@ -137,7 +140,13 @@ class Runner:
 
         default = table[bd][0]
         table[bd] = [cfg, *table[bd][1:]]
-        run.restore = lambda: table[bd].__setitem__(0, default)
+        self.clear_plans()
+
+        def restore():
+            table[bd][0] = default
+            self.clear_plans()
+
+        run.restore = restore
         return run
 
 

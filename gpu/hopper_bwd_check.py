@@ -22,7 +22,7 @@ import time
 import torch
 
 from gpu.timed_checks import rates, save, time_within_budget
-from hf_stable_attn.kernels import LAUNCHES, flash_attn_bwd, flash_attn_fwd
+from hf_stable_attn.kernels import LAUNCHES, clear_plans, flash_attn_bwd, flash_attn_fwd
 from hf_stable_attn.kernels import flash_bwd, flash_bwd_hopper
 from hf_stable_attn.shift_rule import shift_params
 from hf_stable_attn.testing import attention_oracle, fix_kwargs, launch_kwargs, max_error
@@ -49,12 +49,14 @@ def backward(dout, q, k, v, out, lse, causal, config, dq_config=None):
     both = {(d, False), (d, True)}
     m.HOPPER_CONFIGS[d], m.FASTER = config, dict.fromkeys(both, 0)
     m.DQ_CONFIGS[d], m.DQ_FASTER = (dq_config, both) if dq_config else (saved[2], set())
+    clear_plans()  # a plan keeps the routes of the call that made it
     try:
         grads = flash_attn_bwd(dout, q, k, v, out, lse, **kw)
         assert LAUNCHES["dkdv"].last == m.tile_record(d), "not the Gluon dK/dV"
         assert (LAUNCHES["dq"].last == m.dq_tile_record(d)) == bool(dq_config), "dQ path"
     finally:
         m.HOPPER_CONFIGS[d], m.FASTER, m.DQ_CONFIGS[d], m.DQ_FASTER = saved
+        clear_plans()
     return grads
 
 

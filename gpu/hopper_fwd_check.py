@@ -21,7 +21,7 @@ import time
 import torch
 
 from gpu.timed_checks import rates, save, time_within_budget
-from hf_stable_attn.kernels import LAUNCHES, flash_attn_fwd
+from hf_stable_attn.kernels import LAUNCHES, clear_plans, flash_attn_fwd
 from hf_stable_attn.kernels._common import tma_ready
 from hf_stable_attn.kernels import flash_fwd_hopper
 from hf_stable_attn.kernels.flash_fwd_hopper import flash_attn_fwd_hopper
@@ -56,10 +56,12 @@ CASES = [(1, 2048, 2048, 4, 4, 64, torch.bfloat16, False),
 def triton_call(q, k, v, causal, params):
     """The shipped Triton forward (the Gluon path turned off for the call)."""
     flash_fwd_hopper.ENABLED = False
+    clear_plans()  # a plan keeps the route of the call that made it
     try:
         return _triton_call(q, k, v, causal, params)
     finally:
         flash_fwd_hopper.ENABLED = True
+        clear_plans()
 
 
 def _triton_call(q, k, v, causal, params):

@@ -45,9 +45,11 @@ def _tables():
 
 
 def _attention(q, k, v, dout, causal, window_left):
-    """Forward and backward through the launchers: (out, dq, dk, dv)."""
-    from hf_stable_attn.kernels import flash_bwd, flash_fwd
+    """Forward and backward through the launchers: (out, dq, dk, dv), with the tables as they
+    are now (no plan of an earlier call's config)."""
+    from hf_stable_attn.kernels import clear_plans, flash_bwd, flash_fwd
 
+    clear_plans()
     sq, sk = q.shape[1], k.shape[1]
     kw = dict(cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=sq, max_seqlen_k=sk,
               softmax_scale=q.shape[-1] ** -0.5, causal=causal, window_left=window_left,

@@ -4,6 +4,7 @@ Only Triton and torch here: the launchers take every constant as an argument (se
 docs/design.md, "Kernel launcher contract").
 """
 
+from ._prepared import clear_plans
 from .flash_bwd import _dkdv_launch, _dq_launch, flash_attn_bwd
 from .flash_fwd import _fwd_launch, flash_attn_fwd
 
@@ -11,4 +12,4 @@ from .flash_fwd import _fwd_launch, flash_attn_fwd
 # config of its latest launch (``last``), for benchmarks and diagnostics.
 LAUNCHES = {"fwd": _fwd_launch, "dq": _dq_launch, "dkdv": _dkdv_launch}
 
-__all__ = ["flash_attn_fwd", "flash_attn_bwd", "LAUNCHES"]
+__all__ = ["flash_attn_fwd", "flash_attn_bwd", "LAUNCHES", "clear_plans"]

@@ -329,9 +329,15 @@ def tma_ready(seqlen: int, *tensors: torch.Tensor) -> bool:
     if not all(t.data_ptr() % 16 == 0 and t.shape[-1] % 8 == 0
                and all(st % 8 == 0 for st in t.stride()[:-1]) for t in tensors):
         return False
+    ensure_allocator()
+    return True
+
+
+def ensure_allocator() -> None:
+    """Set Triton's scratch allocator (for descriptors built on the device) for the calling
+    thread unless one is set."""
     if isinstance(_allocation._allocator.get(), _allocation.NullAllocator):
         triton.set_allocator(_descriptor_scratch)
-    return True
 
 
 def specialization(args) -> tuple:
@@ -427,9 +433,7 @@ class TiledLaunch:
 
     def launch(self, grid, key, args, flags, config) -> None:
         """One launch with ``config`` (a ``tile_config`` tuple)."""
-        bm, bn, w, s, tma = config
-        meta = dict(BLOCK_M=bm, BLOCK_N=bn, num_warps=w, num_stages=s, USE_TMA=tma,
-                    **COMPILE_OPTIONS)
+        meta = _meta(config)
         if INTERPRET:
             self.kernel[grid](*args, **flags, **meta)
             return
@@ -441,6 +445,26 @@ class TiledLaunch:
         else:
             named = {**flags, **meta}
             compiled[(*grid(named), 1, 1)[:3]](*args, *[named[name] for name in self.constexprs])
+
+    def compiled_launch(self, grid, key, args, flags) -> tuple | None:
+        """The latest call's launch (same arguments) as ``(runner, constexpr values)``:
+        ``runner(*args, *values)`` launches its compiled kernel on its grid again (on the current
+        stream). None under the interpreter or before a compiled launch."""
+        if INTERPRET or self.last is None:
+            return None
+        compiled = self.compiled.get((key, self.last, args[0].device, specialization(args)))
+        if compiled is None:
+            return None
+        named = {**flags, **_meta(self.last)}
+        return (compiled[(*grid(named), 1, 1)[:3]],
+                tuple(named[name] for name in self.constexprs))
+
+
+def _meta(config) -> dict:
+    """A ``tile_config`` tuple as the kernels' tile meta-parameters and launch options."""
+    bm, bn, w, s, tma = config
+    return dict(BLOCK_M=bm, BLOCK_N=bn, num_warps=w, num_stages=s, USE_TMA=tma,
+                **COMPILE_OPTIONS)
 
 
 def ceil_div(a: int, b: int) -> int:

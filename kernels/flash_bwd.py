@@ -23,6 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
+from . import _prepared
 from ._common import (
     COMPILE_OPTIONS, INTERPRET, LOG2E, TiledLaunch, block_d, ceil_div, check_grid, dot,
     keep_mask, head_sources, key_mask_args, key_tiles, last_dim_contiguous, load_rows,
@@ -347,8 +348,21 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
     forward's (masked keys get zero dK/dV). ``p_dp_out``: None, or fp32 like ``lse``, which
     receives each row's sum of ``P * dP`` (the Triton dQ kernel computes it; the Gluon one does
     not, so such calls take the Triton dQ).
+
+    Dense calls without a mask or ``p_dp_out`` launch the plan of their first call with the same
+    signature (``_prepared``), if it took this module's kernels.
     """
     del deterministic
+    signature = None
+    if (_prepared.active() and cu_seqlens_q is None and key_padding_mask is None
+            and p_dp_out is None and lse.is_contiguous()
+            and all(t.stride(-1) == 1 for t in (dout, q, k, v, out))):
+        signature = ("bwd", *_prepared.layout(dout, q, k, v, out, lse), q.device, softmax_scale,
+                     causal, window_left, window_right, softcap, dropout_p,
+                     _prepared.seed_width(seed))
+        plan = _prepared.lookup(signature)
+        if plan is not None:
+            return plan(dout, q, k, v, out, lse, seed)
     varlen = cu_seqlens_q is not None
     dout, q, k, v, out = (last_dim_contiguous(t) for t in (dout, q, k, v, out))
     head_dim = q.shape[-1]
@@ -406,12 +420,16 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
         _dq_launch.last = flash_bwd_hopper.dq_tile_record(head_dim)
     else:
         p_dp = p_dp_out if rowsum_p_dp else lse  # unused pointer without ROWSUM_P_DP
-        dq_args = (q, k, v, out, dout, lse, delta, p_dp, dq, cu_q, cu_k, kpm, *qkv,
-                   *seq_layout(out, varlen), *do_layout, *seq_layout(dq, varlen),
-                   *lse_strides, stride_kpm, *common, hq, hq // hk, head_dim, *tail)
-        _dq_launch(lambda meta: (ceil_div(int(max_seqlen_q), meta["BLOCK_M"]), batch * hq),
-                   bd, (*key, rowsum_p_dp), dq_args, {**flags, "ROWSUM_P_DP": rowsum_p_dp},
-                   tma_ok)
+        dq_tensors = (q, k, v, out, dout, lse, delta, p_dp, dq, cu_q, cu_k, kpm)
+        dq_args = (*dq_tensors, *qkv, *seq_layout(out, varlen), *do_layout,
+                   *seq_layout(dq, varlen), *lse_strides, stride_kpm, *common, hq, hq // hk,
+                   head_dim, *tail)
+        dq_key, dq_flags = (*key, rowsum_p_dp), {**flags, "ROWSUM_P_DP": rowsum_p_dp}
+
+        def dq_grid(meta):
+            return ceil_div(int(max_seqlen_q), meta["BLOCK_M"]), batch * hq
+
+        _dq_launch(dq_grid, bd, dq_key, dq_args, dq_flags, tma_ok)
 
     # dK/dV: a program per key tile and KV head, or per key tile and part of a KV head's group.
     splits = dkdv_splits(int(max_seqlen_k), batch, hk, hq // hk, q.device, causal, gluon_dkdv)
@@ -427,16 +445,53 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
                                          softmax_scale=softmax_scale, causal=causal)
         _dkdv_launch.last = flash_bwd_hopper.tile_record(head_dim)
     else:
-        dkdv_args = (q, k, v, dout, lse, delta, dk_out, dv_out, cu_q, cu_k, kpm, *qkv,
-                     *do_layout, *seq_layout(dk_out[0], varlen), *seq_layout(dv_out[0], varlen),
-                     dk_out.stride(0), dv_out.stride(0), *lse_strides, stride_kpm,
-                     *common, hq, hk, hq // hk, splits, head_dim, *tail)
-        _dkdv_launch(
-            lambda meta: (ceil_div(int(max_seqlen_k), meta["BLOCK_N"]), batch * hk * splits),
-            bd, (*key, splits), dkdv_args, flags, tma_ok)
+        dkdv_tensors = (q, k, v, dout, lse, delta, dk_out, dv_out, cu_q, cu_k, kpm)
+        dkdv_args = (*dkdv_tensors, *qkv, *do_layout, *seq_layout(dk_out[0], varlen),
+                     *seq_layout(dv_out[0], varlen), dk_out.stride(0), dv_out.stride(0),
+                     *lse_strides, stride_kpm, *common, hq, hk, hq // hk, splits, head_dim,
+                     *tail)
+
+        def dkdv_grid(meta):
+            return ceil_div(int(max_seqlen_k), meta["BLOCK_N"]), batch * hk * splits
+
+        _dkdv_launch(dkdv_grid, bd, (*key, splits), dkdv_args, flags, tma_ok)
     if splits > 1:
         dk, dv = sum_partials(dk_out, k.dtype), sum_partials(dv_out, v.dtype)
+    if signature is not None and not gluon_dq and not gluon_dkdv:
+        # The seed is both kernels' last argument.
+        dq_plan = _prepared.prepare(_dq_launch, dq_grid, dq_key, dq_args, dq_flags,
+                                    len(dq_tensors), len(dq_args) - 1)
+        dkdv_plan = _prepared.prepare(_dkdv_launch, dkdv_grid, (*key, splits), dkdv_args, flags,
+                                      len(dkdv_tensors), len(dkdv_args) - 1)
+        if dq_plan is not None and dkdv_plan is not None:
+            _prepared.keep(signature, _BackwardPlan(dq_plan, dkdv_plan, splits))
     return dq, dk, dv
+
+
+class _BackwardPlan:
+    """``flash_attn_bwd``'s plan for one signature (both kernels Triton's):
+    ``plan(dout, q, k, v, out, lse, seed) -> (dq, dk, dv)``."""
+
+    __slots__ = ("dq", "dkdv", "splits")
+
+    def __init__(self, dq: _prepared.Prepared, dkdv: _prepared.Prepared, splits: int):
+        self.dq, self.dkdv, self.splits = dq, dkdv, splits
+
+    def __call__(self, dout, q, k, v, out, lse, seed):
+        delta, dq = torch.empty_like(lse), torch.empty_like(q)
+        if self.splits > 1:
+            dk_out = torch.empty((self.splits, *k.shape), device=k.device, dtype=torch.float32)
+            dv_out = torch.empty((self.splits, *v.shape), device=v.device, dtype=torch.float32)
+        else:
+            dk, dv = torch.empty_like(k), torch.empty_like(v)
+            dk_out, dv_out = dk.unsqueeze(0), dv.unsqueeze(0)
+        seed = int(seed)
+        with on_device_of(q):  # unused pointers are lse, as in the full launches
+            self.dq((q, k, v, out, dout, lse, delta, lse, dq, lse, lse, lse), seed)
+            self.dkdv((q, k, v, dout, lse, delta, dk_out, dv_out, lse, lse, lse), seed)
+        if self.splits > 1:
+            dk, dv = sum_partials(dk_out, k.dtype), sum_partials(dv_out, v.dtype)
+        return dq, dk, dv
 
 
 @triton.jit

@@ -18,6 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
+from . import _prepared
 from ._common import (
     INTERPRET, LN2, LOG2E, TiledLaunch, at_least, block_d, ceil_div, check_grid, dot,
     keep_mask, head_sources, key_mask_args, key_tiles, last_dim_contiguous, load_rows, lse_layout,
@@ -242,7 +243,20 @@ def flash_attn_fwd(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
         out like q; lse fp32 (B, Hq, Sq) or (Hq, Tq), the sinks' included; with
         ``return_shift`` also the per-row final shift (natural-log units, lse's layout, +inf on
         rows that see no key).
+
+    Dense calls without a mask, sinks or shift outputs launch the plan of their first call with
+    the same signature (``_prepared``), if it took this module's kernel.
     """
+    signature = None
+    if (_prepared.active() and cu_seqlens_q is None and key_padding_mask is None
+            and sinks is None and not shift_single and not return_shift
+            and q.stride(-1) == k.stride(-1) == v.stride(-1) == 1):
+        signature = ("fwd", *_prepared.layout(q, k, v), q.device, softmax_scale, causal,
+                     window_left, window_right, softcap, dropout_p, _prepared.seed_width(seed),
+                     stabilize, beta, tie_window, min_gap, max_gap)
+        plan = _prepared.lookup(signature)
+        if plan is not None:
+            return plan(q, k, v, seed)
     varlen = cu_seqlens_q is not None
     q, k, v = (last_dim_contiguous(t) for t in (q, k, v))
     if sinks is not None:
@@ -290,14 +304,18 @@ def flash_attn_fwd(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
     cu_q = cu_seqlens_q if varlen else lse  # unused pointer in the dense layout
     cu_k = cu_seqlens_k if varlen else lse
     kpm, stride_kpm, has_kpm = key_mask_args(key_padding_mask, batch, sk, varlen, lse)
-    args = (
-        q, k, v, out, lse, shift_out, lse if sinks is None else sinks, cu_q, cu_k, kpm,
+    tensors = (q, k, v, out, lse, shift_out, lse if sinks is None else sinks, cu_q, cu_k, kpm)
+    before_seed = (
+        *tensors,
         *seq_layout(q, varlen), *seq_layout(k, varlen), *seq_layout(v, varlen),
         *seq_layout(out, varlen), *lse_layout(lse, varlen), stride_kpm,
         sq, sk, int(max_seqlen_q), int(max_seqlen_k),
         hq, hq // hk, head_dim,
         float(qk_scale), float(softcap or 0.0), int(window_left), int(window_right),
-        float(dropout_p), 1.0 / (1.0 - dropout_p), int(seed),
+        float(dropout_p), 1.0 / (1.0 - dropout_p),
+    )
+    args = (
+        *before_seed, int(seed),
         float(beta), float(tie_window * LOG2E), float(min_gap * LOG2E), float(max_gap * LOG2E),
     )
     flags = dict(
@@ -313,6 +331,27 @@ def flash_attn_fwd(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
 
     key = (seq_bucket(max_seqlen_q), head_dim, hq // hk, q.dtype, tma_ok, *flags.values())
     _fwd_launch(grid, bd, key, args, flags, tma_ok)
+    if signature is not None:
+        launch = _prepared.prepare(_fwd_launch, grid, key, args, flags, len(tensors),
+                                   len(before_seed))
+        if launch is not None:
+            _prepared.keep(signature, _ForwardPlan(launch, lse.shape))
     if return_shift:
         return out, lse, shift_out
     return out, lse
+
+
+class _ForwardPlan:
+    """``flash_attn_fwd``'s plan for one signature: ``plan(q, k, v, seed) -> (out, lse)``."""
+
+    __slots__ = ("launch", "lse_shape")
+
+    def __init__(self, launch: _prepared.Prepared, lse_shape: torch.Size):
+        self.launch, self.lse_shape = launch, lse_shape
+
+    def __call__(self, q, k, v, seed):
+        lse = torch.empty(self.lse_shape, device=q.device, dtype=torch.float32)
+        out = torch.empty_like(q)
+        with on_device_of(q):  # unused pointers are lse, as in the full launch
+            self.launch((q, k, v, out, lse, lse, lse, lse, lse, lse), int(seed))
+        return out, lse

@@ -20,6 +20,17 @@ if ROOT not in sys.path:
     sys.path.append(ROOT)
 
 
+@pytest.fixture(autouse=True)
+def _no_plans_from_earlier_tests():
+    """Every test starts without prepared launches: tests change the kernels' routes, tables
+    and switches, and a plan keeps the decisions of the call that made it."""
+    from hf_stable_attn.kernels import clear_plans
+
+    clear_plans()
+    yield
+    clear_plans()
+
+
 @pytest.fixture
 def gloo_group():
     """A one-process gloo process group on a free local port; destroyed afterwards unless the

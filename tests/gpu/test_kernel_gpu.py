@@ -169,6 +169,37 @@ def test_backward_is_deterministic():
         assert all(torch.equal(a, b) for a, b in zip(first, again))
 
 
+@pytest.mark.parametrize("shape,opts", [
+    ((2, 1024, 12, 12, 64), dict(causal=True, dropout_p=0.1)),  # a GPT-2 training call
+    ((1, 2048, 8, 1, 64), dict(softcap=30.0)),  # TMA loads, group split
+    ((2, 333, 6, 2, 96), dict(window_left=50, window_right=7)),
+], ids=["gpt2-dropout", "mqa-softcap-tma", "gqa-window-odd"])
+def test_planned_calls_give_the_full_paths_bits(shape, opts):
+    """A call with an earlier call's signature launches that call's plan (``_prepared``): its
+    outputs and gradients equal the full path's bit for bit, also with another dropout seed."""
+    from hf_stable_attn.kernels import _prepared, clear_plans
+
+    batch, seqlen, hq, hk, d = shape
+    gen = torch.Generator(device="cuda").manual_seed(seqlen)
+    q, dout = (torch.randn(batch, seqlen, hq, d, device="cuda", dtype=torch.bfloat16,
+                           generator=gen) for _ in range(2))
+    k, v = (torch.randn(batch, seqlen, hk, d, device="cuda", dtype=torch.bfloat16,
+                        generator=gen) for _ in range(2))
+
+    def call(seed):
+        m = _masking(q, k, **opts, seed=seed)
+        out, lse = _fwd(q, k, v, m)
+        return (out, lse, *flash_attn_bwd(dout, q, k, v, out, lse, **m))
+
+    full = call(seed=11)
+    assert _prepared._PLANS, "no plan was made"
+    assert all(torch.equal(a, b) for a, b in zip(full, call(seed=11)))
+    call(seed=2**40 + 5)  # the plan for 64-bit seeds
+    planned = call(seed=2**40 + 7)
+    clear_plans()
+    assert all(torch.equal(a, b) for a, b in zip(planned, call(seed=2**40 + 7)))
+
+
 def test_dropout_seeds_share_the_compiled_kernels():
     """Training draws a new dropout seed per call; a seed divisible by 16 must not compile (or
     load) a second variant of any of the three kernels (``_common.seeded_jit``)."""
