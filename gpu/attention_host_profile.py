@@ -1,9 +1,10 @@
 """GPU: where the host time of ``stable_flash``'s attention calls goes inside GPT-2 124M training
-(``bench_e2e``'s model and step). After 3 warm-up steps, cProfile runs only inside the registered
-attention function (the forward calls) and inside ``ops._Attention.backward`` (the backward
-calls, in the autograd engine's device thread) over ``--steps`` steps; each is printed by own
-time and by cumulative time, with the host microseconds per call measured without the profiler
-in the same process. Run from the repository root:
+(``gpu/profile_e2e.py``'s step: ``bench_e2e``'s model and optimizer). After 3 warm-up steps,
+cProfile runs only inside the registered attention function (the forward calls) and inside
+``ops._Attention.backward`` (the backward calls, in the autograd engine's device thread) over
+``--steps`` steps; each is printed by own time and by cumulative time, with the host
+microseconds per call measured without the profiler in the same process. Run from the
+repository root:
 
     PYTHONPATH=$PWD python gpu/attention_host_profile.py --steps 10 > attention_host_profile.txt
 """
@@ -20,7 +21,7 @@ import torch
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 import hf_stable_attn  # noqa: F401  (registers stable_flash)
-from benchmarks.bench_e2e import MODELS, build_model
+from gpu.profile_e2e import train_steps
 from hf_stable_attn import ops
 
 
@@ -55,21 +56,12 @@ def main() -> None:
     ALL_ATTENTION_FUNCTIONS._global_mapping["stable_flash"] = forward
     backward = Clocked(ops._Attention.backward)
     ops._Attention.backward = staticmethod(backward)
-    spec = MODELS["gpt2-124m"]
-    model = build_model(spec, "stable_flash", torch.device("cuda"), torch.float32).train()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
-    ids = torch.randint(model.config.vocab_size, (spec.batch, spec.seqlen), device="cuda")
+    steps = train_steps("stable_flash", 1)  # GPT-2 124M, after 3 warm-up steps
 
     def step():
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = model(input_ids=ids, labels=ids).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        steps()
         torch.cuda.synchronize()
 
-    for _ in range(3):
-        step()
     for clocked in (forward, backward):
         clocked.seconds, clocked.calls = 0.0, 0
     for _ in range(args.steps):
