@@ -395,14 +395,14 @@ class TiledLaunch:
             raise TypeError(f"{kernel}: compile-time parameters must come last")
         self.constexprs = [p.name for p in params[first:]]
 
-    def __call__(self, grid, block_d, key, args, flags, tma_ok=False) -> None:
+    def __call__(self, grid, block_d, key, args, flags, tma_ok=False):
         """Launch on ``grid`` (a function of the config's meta-parameters), on the device of
         ``args[0]`` (a tensor); ``tma_ok``: whether TMA configs may address these tensors
-        (``tma_ready``)."""
+        (``tma_ready``). Returns the compiled kernel it ran with config ``last`` (None under
+        the interpreter)."""
         if INTERPRET:
             self.last = tile_config(INTERPRET_CONFIG)
-            self.launch(grid, key, args, flags, self.last)
-            return
+            return self.launch(grid, key, args, flags, self.last)
         with on_device_of(args[0]):
             if not AUTOTUNE:
                 config = next(c for c in map(tile_config, self.table[block_d])
@@ -413,7 +413,7 @@ class TiledLaunch:
                     config = self.chosen[key] = self.tune(grid, block_d, key, args, flags,
                                                           tma_ok)
             self.last = config
-            self.launch(grid, key, args, flags, config)
+            return self.launch(grid, key, args, flags, config)
 
     def tune(self, grid, block_d, key, args, flags, tma_ok) -> tuple:
         """The config ``key`` launches with: the only candidate, the pick saved on disk, or the
@@ -431,36 +431,32 @@ class TiledLaunch:
                     if AUTOTUNE_CACHE else min(self.timings[key], key=self.timings[key].get))
         return pick
 
-    def launch(self, grid, key, args, flags, config) -> None:
-        """One launch with ``config`` (a ``tile_config`` tuple)."""
-        meta = _meta(config)
+    def launch(self, grid, key, args, flags, config):
+        """One launch with ``config`` (a ``tile_config`` tuple); returns the compiled kernel it
+        ran (None under the interpreter)."""
+        meta = tile_meta(config)
         if INTERPRET:
             self.kernel[grid](*args, **flags, **meta)
-            return
+            return None
         exact = (key, config, args[0].device, specialization(args))
         compiled = self.compiled.get(exact)
         if compiled is None:
             with ptxas_for_compile():
-                self.compiled[exact] = self.kernel[grid](*args, **flags, **meta)
+                compiled = self.compiled[exact] = self.kernel[grid](*args, **flags, **meta)
         else:
-            named = {**flags, **meta}
-            compiled[(*grid(named), 1, 1)[:3]](*args, *[named[name] for name in self.constexprs])
+            runner, values = self.bound(compiled, grid, {**flags, **meta})
+            runner(*args, *values)
+        return compiled
 
-    def compiled_launch(self, grid, key, args, flags) -> tuple | None:
-        """The latest call's launch (same arguments) as ``(runner, constexpr values)``:
-        ``runner(*args, *values)`` launches its compiled kernel on its grid again (on the current
-        stream). None under the interpreter or before a compiled launch."""
-        if INTERPRET or self.last is None:
-            return None
-        compiled = self.compiled.get((key, self.last, args[0].device, specialization(args)))
-        if compiled is None:
-            return None
-        named = {**flags, **_meta(self.last)}
+    def bound(self, compiled, grid, named) -> tuple:
+        """``(runner, values)`` for a compiled kernel of this launcher: ``runner(*args,
+        *values)`` launches it on ``grid`` evaluated at ``named`` (its flags and tile
+        meta-parameters), whose compile-time values are ``values``, on the current stream."""
         return (compiled[(*grid(named), 1, 1)[:3]],
                 tuple(named[name] for name in self.constexprs))
 
 
-def _meta(config) -> dict:
+def tile_meta(config) -> dict:
     """A ``tile_config`` tuple as the kernels' tile meta-parameters and launch options."""
     bm, bn, w, s, tma = config
     return dict(BLOCK_M=bm, BLOCK_N=bn, num_warps=w, num_stages=s, USE_TMA=tma,

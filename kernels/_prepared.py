@@ -79,10 +79,11 @@ class Prepared:
         self.runner(*tensors, *self.before, seed, *self.after, *self.constexprs)
 
 
-def prepare(launch, grid, key, args, flags, tensors: int, seed_at: int) -> Prepared | None:
-    """The launch ``launch`` (a ``TiledLaunch``) just made with these arguments, as a
-    ``Prepared``; None where there is no compiled kernel to keep (the interpreter)."""
-    compiled = launch.compiled_launch(grid, key, args, flags)
+def prepare(launch, compiled, grid, args, flags, tensors: int, seed_at: int) -> Prepared | None:
+    """The launch ``launch`` (a ``TiledLaunch``) just made with these arguments, which ran
+    ``compiled`` (its return value), as a ``Prepared``; None where there is no compiled kernel
+    to keep (the interpreter)."""
     if compiled is None:
         return None
-    return Prepared(launch, *compiled, args, tensors, seed_at)
+    named = {**flags, **_common.tile_meta(launch.last)}
+    return Prepared(launch, *launch.bound(compiled, grid, named), args, tensors, seed_at)

@@ -424,21 +424,16 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
         dq_args = (*dq_tensors, *qkv, *seq_layout(out, varlen), *do_layout,
                    *seq_layout(dq, varlen), *lse_strides, stride_kpm, *common, hq, hq // hk,
                    head_dim, *tail)
-        dq_key, dq_flags = (*key, rowsum_p_dp), {**flags, "ROWSUM_P_DP": rowsum_p_dp}
+        dq_flags = {**flags, "ROWSUM_P_DP": rowsum_p_dp}
 
         def dq_grid(meta):
             return ceil_div(int(max_seqlen_q), meta["BLOCK_M"]), batch * hq
 
-        _dq_launch(dq_grid, bd, dq_key, dq_args, dq_flags, tma_ok)
+        dq_compiled = _dq_launch(dq_grid, bd, (*key, rowsum_p_dp), dq_args, dq_flags, tma_ok)
 
     # dK/dV: a program per key tile and KV head, or per key tile and part of a KV head's group.
     splits = dkdv_splits(int(max_seqlen_k), batch, hk, hq // hk, q.device, causal, gluon_dkdv)
-    if splits > 1:
-        dk_out = torch.empty((splits, *k.shape), device=k.device, dtype=torch.float32)
-        dv_out = torch.empty((splits, *v.shape), device=v.device, dtype=torch.float32)
-    else:
-        dk, dv = torch.empty_like(k), torch.empty_like(v)
-        dk_out, dv_out = dk.unsqueeze(0), dv.unsqueeze(0)
+    dk, dv, dk_out, dv_out = _dkdv_outputs(k, v, splits)
     if gluon_dkdv:
         with on_device_of(q):
             flash_bwd_hopper.dkdv_hopper(q, k, v, dout, lse, delta, dk_out, dv_out,
@@ -454,18 +449,30 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
         def dkdv_grid(meta):
             return ceil_div(int(max_seqlen_k), meta["BLOCK_N"]), batch * hk * splits
 
-        _dkdv_launch(dkdv_grid, bd, (*key, splits), dkdv_args, flags, tma_ok)
+        dkdv_compiled = _dkdv_launch(dkdv_grid, bd, (*key, splits), dkdv_args, flags, tma_ok)
     if splits > 1:
         dk, dv = sum_partials(dk_out, k.dtype), sum_partials(dv_out, v.dtype)
     if signature is not None and not gluon_dq and not gluon_dkdv:
         # The seed is both kernels' last argument.
-        dq_plan = _prepared.prepare(_dq_launch, dq_grid, dq_key, dq_args, dq_flags,
+        dq_plan = _prepared.prepare(_dq_launch, dq_compiled, dq_grid, dq_args, dq_flags,
                                     len(dq_tensors), len(dq_args) - 1)
-        dkdv_plan = _prepared.prepare(_dkdv_launch, dkdv_grid, (*key, splits), dkdv_args, flags,
+        dkdv_plan = _prepared.prepare(_dkdv_launch, dkdv_compiled, dkdv_grid, dkdv_args, flags,
                                       len(dkdv_tensors), len(dkdv_args) - 1)
         if dq_plan is not None and dkdv_plan is not None:
             _prepared.keep(signature, _BackwardPlan(dq_plan, dkdv_plan, splits))
     return dq, dk, dv
+
+
+def _dkdv_outputs(k, v, splits: int) -> tuple:
+    """``(dk, dv, dk_out, dv_out)``: with ``splits`` > 1 the dK/dV kernel writes fp32 partials
+    ``dk_out``, ``dv_out`` (splits, *shape) to be summed into dK and dV (None until then);
+    otherwise dK and dV themselves, ``dk_out``, ``dv_out`` being (1, *shape) views of them."""
+    if splits > 1:
+        return (None, None,
+                torch.empty((splits, *k.shape), device=k.device, dtype=torch.float32),
+                torch.empty((splits, *v.shape), device=v.device, dtype=torch.float32))
+    dk, dv = torch.empty_like(k), torch.empty_like(v)
+    return dk, dv, dk.unsqueeze(0), dv.unsqueeze(0)
 
 
 class _BackwardPlan:
@@ -479,12 +486,7 @@ class _BackwardPlan:
 
     def __call__(self, dout, q, k, v, out, lse, seed):
         delta, dq = torch.empty_like(lse), torch.empty_like(q)
-        if self.splits > 1:
-            dk_out = torch.empty((self.splits, *k.shape), device=k.device, dtype=torch.float32)
-            dv_out = torch.empty((self.splits, *v.shape), device=v.device, dtype=torch.float32)
-        else:
-            dk, dv = torch.empty_like(k), torch.empty_like(v)
-            dk_out, dv_out = dk.unsqueeze(0), dv.unsqueeze(0)
+        dk, dv, dk_out, dv_out = _dkdv_outputs(k, v, self.splits)
         seed = int(seed)
         with on_device_of(q):  # unused pointers are lse, as in the full launches
             self.dq((q, k, v, out, dout, lse, delta, lse, dq, lse, lse, lse), seed)

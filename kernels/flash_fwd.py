@@ -330,9 +330,9 @@ def flash_attn_fwd(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
         return (ceil_div(int(max_seqlen_q), meta["BLOCK_M"]), batch * hq)
 
     key = (seq_bucket(max_seqlen_q), head_dim, hq // hk, q.dtype, tma_ok, *flags.values())
-    _fwd_launch(grid, bd, key, args, flags, tma_ok)
+    compiled = _fwd_launch(grid, bd, key, args, flags, tma_ok)
     if signature is not None:
-        launch = _prepared.prepare(_fwd_launch, grid, key, args, flags, len(tensors),
+        launch = _prepared.prepare(_fwd_launch, compiled, grid, args, flags, len(tensors),
                                    len(before_seed))
         if launch is not None:
             _prepared.keep(signature, _ForwardPlan(launch, lse.shape))
