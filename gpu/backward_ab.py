@@ -1,0 +1,94 @@
+"""The whole backward (``flash_attn_bwd``) of two kernel packages on the same inputs (GPU only):
+one of them a copy of ``kernels/`` with a change (e.g. ``cp -r kernels .variants/x/kbase`` before
+editing, then ``PYTHONPATH=$PWD:.variants/x``), the tile table's first config (autotuning off),
+5 interleaved rounds of ``do_bench`` medians per shape.
+
+Per shape it prints both times, the change, the largest difference of dQ, dK, dV relative to
+the base's largest value, and which dK/dV kernel ran: its Triton config, registers and spills,
+or no Triton kernel where the call took the Gluon route (a control: code the change left alone).
+
+Run: ``PYTHONPATH=$PWD:.variants/x python gpu/backward_ab.py --base kbase --out ab.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import statistics
+import time
+
+os.environ["HF_STABLE_ATTN_AUTOTUNE"] = "0"  # the launchers read it at import
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+from triton.testing import do_bench  # noqa: E402
+
+from hf_stable_attn.kernels import flash_fwd  # noqa: E402
+from hf_stable_attn.shift_rule import shift_params  # noqa: E402
+from hf_stable_attn.testing import fix_kwargs, launch_kwargs  # noqa: E402
+
+SHAPES = [  # (S, B, Hq, Hkv, D, causal)
+    (2048, 8, 32, 32, 64, True), (2048, 8, 32, 4, 64, True), (1024, 16, 12, 12, 64, True),
+    (4096, 4, 32, 32, 64, True), (2048, 8, 32, 32, 64, False), (2048, 8, 16, 16, 128, True),
+    (1024, 16, 32, 32, 64, True),
+]
+ROUNDS = 5
+
+
+def dkdv_record(module) -> dict:
+    """The Triton dK/dV kernels ``module``'s last call compiled (none: it took Gluon)."""
+    kernels = list(module._dkdv_launch.compiled.values())
+    return dict(config=module._dkdv_launch.last, kernels=len(kernels),
+                regs=[k.n_regs for k in kernels], spills=[k.n_spills for k in kernels])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--base", required=True, help="the kernel package to compare against")
+    ap.add_argument("--variant", default="hf_stable_attn.kernels")
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    modules = {name: importlib.import_module(f"{pkg}.flash_bwd")
+               for name, pkg in (("base", args.base), ("variant", args.variant))}
+    rows = []
+    for seqlen, batch, hq, hk, d, causal in SHAPES:
+        gen = torch.Generator(device="cuda").manual_seed(seqlen + hk + d)
+
+        def draw(heads):
+            return torch.randn(batch, seqlen, heads, d, device="cuda", dtype=torch.bfloat16,
+                               generator=gen)
+
+        q, k, v, dout = draw(hq), draw(hk), draw(hk), draw(hq)
+        kw = launch_kwargs(seqlen, seqlen, d, causal=causal)
+        out, lse = flash_fwd.flash_attn_fwd(
+            q, k, v, **kw, **fix_kwargs(shift_params(q.dtype, stabilize=True, beta=4.0)))
+        calls, grads, info = {}, {}, {}
+        for name, module in modules.items():
+            calls[name] = (lambda m=module: m.flash_attn_bwd(dout, q, k, v, out, lse, **kw))
+            module._dkdv_launch.compiled.clear()
+            grads[name] = [g.float() for g in calls[name]()]
+            torch.cuda.synchronize()
+            info[name] = dkdv_record(module)
+        diff = [float((a - b).abs().max() / b.abs().max())
+                for a, b in zip(grads["variant"], grads["base"])]
+        times = {name: [] for name in calls}
+        for r in range(ROUNDS):
+            for name in (list(calls) if r % 2 == 0 else list(calls)[::-1]):
+                times[name].append(do_bench(calls[name], warmup=10, rep=50, return_mode="median"))
+        ms = {name: statistics.median(t) for name, t in times.items()}
+        row = dict(S=seqlen, B=batch, Hq=hq, Hkv=hk, D=d, causal=causal, ms=ms, rounds=times,
+                   info=info, rel_diff_dq_dk_dv=diff, change=ms["base"] / ms["variant"] - 1)
+        rows.append(row)
+        print(f"S{seqlen} B{batch} {hq}/{hk} D{d} causal={causal}: base {ms['base']:.3f} "
+              f"variant {ms['variant']:.3f} ms, speedup {100 * row['change']:+.1f}%, "
+              f"diff {['%.1e' % x for x in diff]}, {info}", flush=True)
+    with open(args.out, "w") as f:
+        json.dump(dict(gpu=torch.cuda.get_device_name(), triton=triton.__version__,
+                       torch=torch.__version__, date=time.strftime("%Y-%m-%d %H:%M"),
+                       base=args.base, variant=args.variant, rows=rows), f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
