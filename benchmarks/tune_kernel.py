@@ -77,6 +77,12 @@ def default_shapes(total_tokens: int, hidden: int, head_dims=None, *, seqlen: in
     return shapes
 
 
+def parse_case(text: str) -> tuple[int, bool, int]:
+    """``"64:1:8"`` -> ``(64, True, 8)``: head dim, causal, query heads per KV head."""
+    head_dim, causal, group = (int(part) for part in text.split(":"))
+    return head_dim, bool(causal), group
+
+
 def small(shape: Shape) -> Shape:
     """Same compile-time specialisation (divisibility by 16, group size, long enough for the
     TMA configs), small problem."""
@@ -191,6 +197,10 @@ def main(argv=None) -> None:
                     help="every candidate of GRIDS, or the package's own table entries")
     ap.add_argument("--tma-min-stages", type=int, default=3,
                     help="fewest pipeline stages of the full grid's TMA configs")
+    ap.add_argument("--seqlen", type=int, default=4096)
+    ap.add_argument("--cases", nargs="+", metavar="D:CAUSAL:GROUP",
+                    help="shapes as head dim, causal (0/1) and query heads per KV head, e.g. "
+                         "64:1:1 64:1:8 (default: --head-dims' cases, else DEFAULT_CASES)")
     ap.add_argument("--total-tokens", type=int, default=16384)
     ap.add_argument("--hidden", type=int, default=2048)
     ap.add_argument("--jobs", type=int, default=min(16, os.cpu_count() or 1))
@@ -198,7 +208,9 @@ def main(argv=None) -> None:
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     start = time.perf_counter()
-    shapes = default_shapes(args.total_tokens, args.hidden, args.head_dims)
+    cases = [parse_case(c) for c in args.cases or ()]
+    shapes = default_shapes(args.total_tokens, args.hidden, args.head_dims, seqlen=args.seqlen,
+                            cases=cases)
     runner = Runner(args.kernels)
 
     def configs(part: str, shape: Shape) -> list[tuple]:

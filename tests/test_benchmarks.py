@@ -398,6 +398,17 @@ def test_tune_kernel_shapes_and_their_compile_stand_ins():
     assert len(tune_kernel.candidates("fwd")) == 36 + 24
 
 
+def test_tune_kernel_shapes_from_the_command_line():
+    """``--seqlen`` and ``--cases D:CAUSAL:GROUP`` pick the tuned shapes at a fixed token count."""
+    from benchmarks import tune_kernel
+
+    cases = [tune_kernel.parse_case(text) for text in ("64:1:1", "128:0:8")]
+    assert cases == [(64, True, 1), (128, False, 8)]
+    shapes = tune_kernel.default_shapes(16384, 2048, seqlen=2048, cases=cases)
+    assert [(s.seqlen, s.batch, s.heads_q, s.heads_kv, s.head_dim, s.causal) for s in shapes] == [
+        (2048, 8, 32, 32, 64, True), (2048, 8, 16, 2, 128, False)]
+
+
 def test_compare_variants_takes_each_configs_fastest_run(tmp_path):
     """Per (part, shape): each side's fastest run per config, the median of the per-config
     ratios and the ratio of the fastest configs; failed configs and one-sided configs left out."""
