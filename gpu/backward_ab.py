@@ -25,6 +25,8 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 from triton.testing import do_bench  # noqa: E402
 
+from benchmarks.bench_attention import Shape  # noqa: E402
+from benchmarks.tune_kernel import make_inputs  # noqa: E402
 from hf_stable_attn.kernels import flash_fwd  # noqa: E402
 from hf_stable_attn.shift_rule import shift_params  # noqa: E402
 from hf_stable_attn.testing import fix_kwargs, launch_kwargs  # noqa: E402
@@ -54,13 +56,8 @@ def main() -> None:
                for name, pkg in (("base", args.base), ("variant", args.variant))}
     rows = []
     for seqlen, batch, hq, hk, d, causal in SHAPES:
-        gen = torch.Generator(device="cuda").manual_seed(seqlen + hk + d)
-
-        def draw(heads):
-            return torch.randn(batch, seqlen, heads, d, device="cuda", dtype=torch.bfloat16,
-                               generator=gen)
-
-        q, k, v, dout = draw(hq), draw(hk), draw(hk), draw(hq)
+        q, k, v, dout = make_inputs(Shape("bf16", seqlen, batch, hq, hk, d, causal),
+                                    seed=seqlen + hk + d)
         kw = launch_kwargs(seqlen, seqlen, d, causal=causal)
         out, lse = flash_fwd.flash_attn_fwd(
             q, k, v, **kw, **fix_kwargs(shift_params(q.dtype, stabilize=True, beta=4.0)))
