@@ -3,8 +3,9 @@
 cProfile runs only inside the registered attention function (the forward calls) and inside
 ``ops._Attention.backward`` (the backward calls, in the autograd engine's device thread) over
 ``--steps`` steps; each is printed by own time and by cumulative time, with the host
-microseconds per call measured without the profiler in the same process. Run from the
-repository root:
+microseconds per call measured without the profiler in the same process. With ``--decode
+MODEL`` it profiles the attention calls of ``profile_e2e.decode``'s greedy dynamic-cache
+generation of that model instead (one generation per step). Run from the repository root:
 
     PYTHONPATH=$PWD python gpu/attention_host_profile.py --steps 10 > attention_host_profile.txt
 """
@@ -21,7 +22,7 @@ import torch
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 import hf_stable_attn  # noqa: F401  (registers stable_flash)
-from gpu.profile_e2e import train_steps
+from gpu.profile_e2e import decode, train_steps
 from hf_stable_attn import ops
 
 
@@ -51,12 +52,16 @@ class Clocked:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--decode", metavar="MODEL", help="profile this model's generation instead")
     args = ap.parse_args()
     forward = Clocked(ALL_ATTENTION_FUNCTIONS._global_mapping["stable_flash"])
     ALL_ATTENTION_FUNCTIONS._global_mapping["stable_flash"] = forward
     backward = Clocked(ops._Attention.backward)
     ops._Attention.backward = staticmethod(backward)
-    steps = train_steps("stable_flash", 1)  # GPT-2 124M, after 3 warm-up steps
+    if args.decode:  # 64 new tokens of 8 prompts, after one warm-up generation
+        steps = decode("stable_flash", 64, model_name=args.decode)
+    else:  # GPT-2 124M, after 3 warm-up steps
+        steps = train_steps("stable_flash", 1)
 
     def step():
         steps()
@@ -67,12 +72,16 @@ def main() -> None:
     for _ in range(args.steps):
         step()
     print(torch.cuda.get_device_name(), torch.__version__)
-    print(f"host us per call without the profiler: forward {1e6 * forward.seconds / forward.calls:.1f}"
-          f", backward {1e6 * backward.seconds / backward.calls:.1f}")
+    per_call = {name: 1e6 * c.seconds / max(c.calls, 1) for name, c in
+                (("forward", forward), ("backward", backward))}
+    print(f"host us per call without the profiler: forward {per_call['forward']:.1f}"
+          f", backward {per_call['backward']:.1f}")
     forward.profiling = backward.profiling = True
     for _ in range(args.steps):
         step()
     for name, clocked in (("forward", forward), ("backward", backward)):
+        if not clocked.calls:  # decoding: no backward
+            continue
         for sort in ("tottime", "cumulative"):
             print(f"\n== {name} calls by {sort}\n{clocked.stats(sort)}")
 
