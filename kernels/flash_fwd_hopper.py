@@ -149,16 +149,28 @@ def _pass_turn(turns, WG: gl.constexpr):
 
 
 @gluon.jit
-def _work_tile(unit, num_tiles_m, num_columns, num_heads_q, heads_per_kv, CAUSAL: gl.constexpr,
-               PERSISTENT: gl.constexpr, BLOCK_M: gl.constexpr):
-    """The query tile ``ranked_tile`` ranks ``unit``-th: ``(start_m, batch (int64), query head,
-    KV head)``. Causal launches run the heaviest tiles first, in groups of ``HEAD_GROUP``
-    columns with one program per tile, over all columns when persistent (whose programs take
-    every ``programs``-th tile, so that each program's share weighs about the same)."""
+def _work_tile(unit, num_tiles_m, num_columns, num_heads_q, heads_per_kv, stack,
+               CAUSAL: gl.constexpr, PERSISTENT: gl.constexpr, CONSUMERS: gl.constexpr,
+               part: gl.constexpr):
+    """Consumer ``part``'s share of the query tile ``ranked_tile`` ranks ``unit``-th:
+    ``(rows0, batch (int64), query head, KV head, g)``, its 64 rows from ``rows0`` of query head
+    ``h``, the ``g``-th of its column's ``stack`` heads. A column is ``stack`` query heads of
+    one batch entry; its 64-row parts run block-major (each row block for every head of the
+    column, then the next block), ``CONSUMERS`` parts a tile. With ``stack`` 1 a tile is
+    ``64 CONSUMERS`` consecutive rows of one head; with a causal mask and a KV group's heads
+    stacked, a tile's parts share their K/V and see (nearly) the same key tiles, so its
+    consumers finish together. Causal launches run the heaviest tiles first, in groups of
+    ``HEAD_GROUP`` columns with one program per tile, over all columns when persistent (whose
+    programs take every ``programs``-th tile, so that each program's share weighs about the
+    same). ``part`` ``CONSUMERS - 1`` sees the most keys."""
     group = num_columns if PERSISTENT else HEAD_GROUP
     tile, column = ranked_tile(unit, num_tiles_m, num_columns, group, CAUSAL)
-    h = column % num_heads_q
-    return tile * BLOCK_M, (column // num_heads_q).to(gl.int64), h, h // heads_per_kv
+    columns_per_batch = num_heads_q // stack
+    item = tile * CONSUMERS + part
+    g = item % stack
+    h = (column % columns_per_batch) * stack + g
+    return ((item // stack) * 64, (column // columns_per_batch).to(gl.int64), h,
+            h // heads_per_kv, g)
 
 
 @gluon.jit
@@ -166,7 +178,7 @@ def _loader(Q, K, V, O, LSE, SINKS, stride_qb, stride_qs, stride_qh, stride_kb, 
             stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
             stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full,
             v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
-            num_columns, qk_scale, beta, tie_window, min_gap, max_gap, has_sinks):
+            num_columns, stack, qk_scale, beta, tie_window, min_gap, max_gap, has_sinks):
     """The load partition: ``_load_tile`` for the program's query tile, or (persistent) for
     each of its tiles."""
     CONSUMERS: gl.constexpr = q_smem.shape[0]
@@ -174,7 +186,7 @@ def _loader(Q, K, V, O, LSE, SINKS, stride_qb, stride_qs, stride_qh, stride_kb, 
     args = (Q, K, V, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh, stride_vb,
             stride_vs, stride_vh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty,
             v_full, v_empty, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
-            num_columns)
+            num_columns, stack)
     if PERSISTENT:
         t = 0  # ring fills so far
         i = 0  # query tiles so far
@@ -189,7 +201,7 @@ def _loader(Q, K, V, O, LSE, SINKS, stride_qb, stride_qs, stride_qh, stride_kb, 
 def _load_tile(unit, t, i, Q, K, V, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks,
                stride_kh, stride_vb, stride_vs, stride_vh, q_smem, k_smem, v_smem, q_full,
                q_empty, k_full, k_empty, v_full, v_empty, seqlen_q, seqlen_k, num_heads_q,
-               heads_per_kv, num_tiles_m, num_columns):
+               heads_per_kv, num_tiles_m, num_columns, stack):
     """The program's ``i``-th query tile (``unit``): each consumer's part once that consumer
     has released its last one, then the K and V tiles its rows see into ring fills ``t``
     onwards, each slot once every consumer has released it. Returns how many fills."""
@@ -197,17 +209,20 @@ def _load_tile(unit, t, i, Q, K, V, stride_qb, stride_qs, stride_qh, stride_kb, 
     BLOCK_N: gl.constexpr = k_smem.shape[1]
     HEAD_DIM: gl.constexpr = k_smem.shape[2]
     CAUSAL: gl.constexpr = q_full.shape[0] - CONSUMERS >= 2
-    start_m, b64, h, hk = _work_tile(unit, num_tiles_m, num_columns, num_heads_q, heads_per_kv,
-                                     CAUSAL, q_empty.shape[0] > CONSUMERS, 64 * CONSUMERS)
+    PERSISTENT: gl.constexpr = q_empty.shape[0] > CONSUMERS
+    tile = (unit, num_tiles_m, num_columns, num_heads_q, heads_per_kv, stack)
+    last0, b64, h, hk, g = _work_tile(*tile, CAUSAL, PERSISTENT, CONSUMERS, CONSUMERS - 1)
     # The tile's descriptors are written over the last tile's: wait until the last tile's
     # copies (its query parts, its fills) have landed.
     if i > 0:
         for wg in gl.static_range(CONSUMERS):
             mbarrier.wait(q_full.index(wg), (i - 1) & 1)
         await_landed(t, k_full, v_full)
-    q_desc = tma.make_tensor_descriptor(Q + b64 * stride_qb + h * stride_qh,
-                                        [seqlen_q, HEAD_DIM], [stride_qs, 1], [64, HEAD_DIM],
-                                        q_smem.layout)
+    # The column's heads side by side: part g's rows are columns [g D, (g + 1) D) (the caller
+    # stacks heads only where they are adjacent in memory, stride_qh == D).
+    q_desc = tma.make_tensor_descriptor(Q + b64 * stride_qb + (h - g) * stride_qh,
+                                        [seqlen_q, stack * HEAD_DIM], [stride_qs, 1],
+                                        [64, HEAD_DIM], q_smem.layout)
     k_desc = tma.make_tensor_descriptor(K + b64 * stride_kb + hk * stride_kh,
                                         [seqlen_k, HEAD_DIM], [stride_ks, 1],
                                         [BLOCK_N, HEAD_DIM], k_smem.layout)
@@ -215,11 +230,11 @@ def _load_tile(unit, t, i, Q, K, V, stride_qb, stride_qs, stride_qh, stride_kb, 
                                         [seqlen_k, HEAD_DIM], [stride_vs, 1],
                                         [BLOCK_N, HEAD_DIM], v_smem.layout)
     for wg in gl.static_range(CONSUMERS):
+        rows0, _, _, _, g = _work_tile(*tile, CAUSAL, PERSISTENT, CONSUMERS, wg)
         mbarrier.wait(q_empty.index(wg), (i & 1) ^ 1)
         mbarrier.expect(q_full.index(wg), q_desc.block_type.nbytes)
-        tma_load(q_desc, [start_m + wg * 64, 0], q_full.index(wg), q_smem.index(wg))
-    n_tiles = key_tiles(start_m, seqlen_k - seqlen_q, seqlen_k, BLOCK_N, CAUSAL,
-                        64 * CONSUMERS)
+        tma_load(q_desc, [rows0, g * HEAD_DIM], q_full.index(wg), q_smem.index(wg))
+    n_tiles = key_tiles(last0, seqlen_k - seqlen_q, seqlen_k, BLOCK_N, CAUSAL, 64)
     for j in range(n_tiles):
         load_slot(t + j, j * BLOCK_N, k_desc, v_desc, k_smem, v_smem, k_full, k_empty, v_full,
                   v_empty)
@@ -231,7 +246,8 @@ def _consume(WG: gl.constexpr, Q, K, V, O, LSE, SINKS, stride_qb, stride_qs, str
              stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os,
              stride_oh, stride_lb, stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full,
              k_empty, v_full, v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv,
-             num_tiles_m, num_columns, qk_scale, beta, tie_window, min_gap, max_gap, has_sinks):
+             num_tiles_m, num_columns, stack, qk_scale, beta, tie_window, min_gap, max_gap,
+             has_sinks):
     """One consumer partition (4 warps): ``_consume_tile`` for the program's query tile, or
     (persistent) for each of its tiles. (The compile-time switches come from the barriers'
     lengths, ``q_full`` CONSUMERS + STABILIZE + 2 CAUSAL, ``q_empty`` CONSUMERS + PERSISTENT:
@@ -240,7 +256,7 @@ def _consume(WG: gl.constexpr, Q, K, V, O, LSE, SINKS, stride_qb, stride_qs, str
     PERSISTENT: gl.constexpr = q_empty.shape[0] > CONSUMERS
     args = (q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full, v_empty, turns, O,
             LSE, SINKS, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, seqlen_q, seqlen_k,
-            num_heads_q, heads_per_kv, num_tiles_m, num_columns, qk_scale, beta, tie_window,
+            num_heads_q, heads_per_kv, num_tiles_m, num_columns, stack, qk_scale, beta, tie_window,
             min_gap, max_gap, has_sinks)
     if PERSISTENT:
         t = 0  # ring fills so far
@@ -257,12 +273,12 @@ def _consume(WG: gl.constexpr, Q, K, V, O, LSE, SINKS, stride_qb, stride_qs, str
 def _consume_tile(WG: gl.constexpr, unit, t0, k0, q_phase, q_smem, k_smem, v_smem, q_full,
                   q_empty, k_full, k_empty, v_full, v_empty, turns, O, LSE, SINKS, stride_ob,
                   stride_os, stride_oh, stride_lb, stride_lh, seqlen_q, seqlen_k, num_heads_q,
-                  heads_per_kv, num_tiles_m, num_columns, qk_scale, beta, tie_window, min_gap,
-                  max_gap, has_sinks):
-    """The query tile ``unit``'s rows ``start_m + 64 WG`` onwards against the key tiles the
-    loader fills into ring slots ``t0`` onwards (this consumer reads those its rows see and
-    releases the rest); ``k0`` is the tile's first turn, ``q_phase`` the query part's. Returns
-    how many fills the tile took."""
+                  heads_per_kv, num_tiles_m, num_columns, stack, qk_scale, beta, tie_window,
+                  min_gap, max_gap, has_sinks):
+    """The query tile ``unit``'s part ``WG`` (``_work_tile``: 64 rows of one head) against the
+    key tiles the loader fills into ring slots ``t0`` onwards (this consumer reads those its
+    rows see and releases the rest); ``k0`` is the tile's first turn, ``q_phase`` the query
+    part's. Returns how many fills the tile took."""
     BLOCK_M: gl.constexpr = 64
     CONSUMERS: gl.constexpr = q_smem.shape[0]
     STAGES: gl.constexpr = k_smem.shape[0]
@@ -277,11 +293,12 @@ def _consume_tile(WG: gl.constexpr, unit, t0, k0, q_phase, q_smem, k_smem, v_sme
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16])
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
-    start_m, b64, h, hk = _work_tile(unit, num_tiles_m, num_columns, num_heads_q, heads_per_kv,
-                                     CAUSAL, q_empty.shape[0] > CONSUMERS, BLOCK_M * CONSUMERS)
+    PERSISTENT: gl.constexpr = q_empty.shape[0] > CONSUMERS
+    tile = (unit, num_tiles_m, num_columns, num_heads_q, heads_per_kv, stack)
+    rows0, b64, h, hk, _ = _work_tile(*tile, CAUSAL, PERSISTENT, CONSUMERS, WG)
+    last0 = _work_tile(*tile, CAUSAL, PERSISTENT, CONSUMERS, CONSUMERS - 1)[0]
     diag = seqlen_k - seqlen_q
-    n_tiles = key_tiles(start_m, diag, seqlen_k, BLOCK_N, CAUSAL, BLOCK_M * CONSUMERS)
-    rows0 = start_m + WG * BLOCK_M
+    n_tiles = key_tiles(last0, diag, seqlen_k, BLOCK_N, CAUSAL, BLOCK_M)
     q = q_smem.index(WG)
     zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
     m1 = gl.full([BLOCK_M], float("-inf"), gl.float32, layout=gl.SliceLayout(1, s_layout))
@@ -400,11 +417,11 @@ def _consumer0(Q, K, V, O, LSE, SINKS, stride_qb, stride_qs, stride_qh, stride_k
                stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh,
                stride_lb, stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty,
                v_full, v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
-               num_columns, qk_scale, beta, tie_window, min_gap, max_gap, has_sinks):
+               num_columns, stack, qk_scale, beta, tie_window, min_gap, max_gap, has_sinks):
     _consume(0, Q, K, V, O, LSE, SINKS, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks,
              stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
              stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full, v_empty,
-             turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m, num_columns,
+             turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m, num_columns, stack,
              qk_scale, beta, tie_window, min_gap, max_gap, has_sinks)
 
 
@@ -413,11 +430,11 @@ def _consumer1(Q, K, V, O, LSE, SINKS, stride_qb, stride_qs, stride_qh, stride_k
                stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh,
                stride_lb, stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty,
                v_full, v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
-               num_columns, qk_scale, beta, tie_window, min_gap, max_gap, has_sinks):
+               num_columns, stack, qk_scale, beta, tie_window, min_gap, max_gap, has_sinks):
     _consume(1, Q, K, V, O, LSE, SINKS, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks,
              stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
              stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full, v_empty,
-             turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m, num_columns,
+             turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m, num_columns, stack,
              qk_scale, beta, tie_window, min_gap, max_gap, has_sinks)
 
 
@@ -426,11 +443,11 @@ def _consumer2(Q, K, V, O, LSE, SINKS, stride_qb, stride_qs, stride_qh, stride_k
                stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh,
                stride_lb, stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty,
                v_full, v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
-               num_columns, qk_scale, beta, tie_window, min_gap, max_gap, has_sinks):
+               num_columns, stack, qk_scale, beta, tie_window, min_gap, max_gap, has_sinks):
     _consume(2, Q, K, V, O, LSE, SINKS, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks,
              stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
              stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full, v_empty,
-             turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m, num_columns,
+             turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m, num_columns, stack,
              qk_scale, beta, tie_window, min_gap, max_gap, has_sinks)
 
 
@@ -442,7 +459,7 @@ def _fwd_ws_kernel(
     stride_vb, stride_vs, stride_vh,
     stride_ob, stride_os, stride_oh,
     stride_lb, stride_lh,
-    seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m, num_columns,
+    seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m, num_columns, stack,
     qk_scale, beta, tie_window, min_gap, max_gap, has_sinks,
     CAUSAL: gl.constexpr, STABILIZE: gl.constexpr, HEAD_DIM: gl.constexpr,
     BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr,
@@ -471,7 +488,7 @@ def _fwd_ws_kernel(
             stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
             stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full,
             v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
-            num_columns, qk_scale, beta, tie_window, min_gap, max_gap, has_sinks)
+            num_columns, stack, qk_scale, beta, tie_window, min_gap, max_gap, has_sinks)
     if CONSUMERS == 3:
         gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_consumer2, args),
                             (_loader, args)], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, 24])
@@ -540,17 +557,29 @@ def tile_record(head_dim: int) -> tuple[int, int, int, int, bool]:
     return 64 * consumers, block_n, 4 * (consumers + 1), stages, True
 
 
-def launch_shape(batch, seqlen_q, heads_q, persistent, rows_per_tile, device):
-    """``(programs, query tiles, columns)`` of a launch over ``batch * heads_q`` columns of
-    ``rows_per_tile``-row query tiles: one program per tile (the hardware hands a finished SM
-    the next one) or, ``persistent``, at most one per SM of ``device``, each looping over every
+def launch_shape(batch, seqlen_q, heads_q, persistent, consumers, device, stack=1):
+    """``(programs, query tiles, columns)`` of a launch over ``batch * heads_q / stack`` columns
+    of ``stack`` query heads (``_work_tile``), each ``ceil(seqlen_q / 64) * stack`` 64-row parts
+    long, ``consumers`` parts a tile: one program per tile (the hardware hands a finished SM the
+    next one) or, ``persistent``, at most one per SM of ``device``, each looping over every
     ``programs``-th tile."""
-    tiles = ceil_div(seqlen_q, rows_per_tile)
-    columns = batch * heads_q
+    tiles = ceil_div(ceil_div(seqlen_q, 64) * stack, consumers)
+    columns = batch * heads_q // stack
     programs = tiles * columns
     if persistent:
         programs = min(programs, sm_count(device))
     return programs, tiles, columns
+
+
+def stacked_heads(q, causal, heads_per_kv) -> int:
+    """Query heads per column (``_work_tile``): a KV group's with a causal mask, whose tiles
+    then hold parts of equal row blocks (and so equal key ranges) where one head's consecutive
+    parts would see different numbers of key tiles; one without a mask or KV groups, or where
+    the heads are not adjacent in memory (the tile's Q parts are read as one head's columns of
+    the group's rows)."""
+    if causal and heads_per_kv > 1 and q.stride(2) == q.shape[-1]:
+        return heads_per_kv
+    return 1
 
 
 def persistent_launch(head_dim, causal, rows, heads_per_kv) -> bool:
@@ -573,8 +602,9 @@ def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, ti
     block_n, stages, regs, consumers, pingpong = config or HOPPER_CONFIGS[head_dim]
     if persistent is None:
         persistent = persistent_launch(head_dim, causal, sq, hq // hk)
-    programs, tiles, columns = launch_shape(batch, sq, hq, persistent, 64 * consumers,
-                                            q.device)
+    stack = stacked_heads(q, causal, hq // hk)
+    programs, tiles, columns = launch_shape(batch, sq, hq, persistent, consumers, q.device,
+                                            stack)
     out = torch.empty_like(q)
     lse = torch.empty((batch, hq, sq), device=q.device, dtype=torch.float32)
     _fwd_ws_kernel[(programs,)](
@@ -584,7 +614,7 @@ def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, ti
         v.stride(0), v.stride(1), v.stride(2),
         out.stride(0), out.stride(1), out.stride(2),
         lse.stride(0), lse.stride(1),
-        sq, sk, hq, hq // hk, tiles, columns,
+        sq, sk, hq, hq // hk, tiles, columns, stack,
         float(softmax_scale * LOG2E), float(beta), float(tie_window * LOG2E),
         float(min_gap * LOG2E), float(max_gap * LOG2E), int(sinks is not None),
         CAUSAL=bool(causal), STABILIZE=bool(stabilize), HEAD_DIM=head_dim, BLOCK_N=block_n,

@@ -75,13 +75,25 @@ def test_the_record_marks_the_gluon_kernel(head_dim, rows, warps):
 
 
 def test_a_launch_has_a_program_per_tile_or_at_most_one_per_sm(monkeypatch):
-    """2 x 8 heads of 2100 rows in 192-row tiles: 11 tiles a column, 176 in all."""
+    """2 x 8 heads of 2100 rows (33 parts of 64 rows) in 3-part tiles: 11 tiles a column, 176
+    in all; with the 8 heads of a KV group stacked, 2 columns of 33 x 8 parts, 88 tiles each."""
     gpu = torch.device("cuda", 0)
     for sms, persistent_programs in ((16, 16), (132, 132), (200, 176)):
         monkeypatch.setattr(flash_fwd_hopper, "sm_count", lambda device, sms=sms: sms)
-        assert flash_fwd_hopper.launch_shape(2, 2100, 8, False, 192, gpu) == (176, 11, 16)
-        assert flash_fwd_hopper.launch_shape(2, 2100, 8, True, 192, gpu) == (
+        assert flash_fwd_hopper.launch_shape(2, 2100, 8, False, 3, gpu) == (176, 11, 16)
+        assert flash_fwd_hopper.launch_shape(2, 2100, 8, True, 3, gpu) == (
             persistent_programs, 11, 16)
+        assert flash_fwd_hopper.launch_shape(2, 2100, 8, False, 3, gpu, stack=8) == (
+            176, 88, 2)
+
+
+@pytest.mark.parametrize("causal, heads_kv, stride_h, stack", [
+    (True, 2, 64, 4), (True, 8, 64, 1), (False, 2, 64, 1), (True, 2, 128, 1)])
+def test_a_kv_groups_heads_are_stacked_where_causal_and_adjacent(causal, heads_kv, stride_h,
+                                                                 stack):
+    """Stacked: causal, GQA (8 query heads on 2 KV heads), heads adjacent in memory."""
+    q = torch.empty(2, 256, 8, stride_h)[..., :64]
+    assert flash_fwd_hopper.stacked_heads(q, causal, 8 // heads_kv) == stack
 
 
 @pytest.mark.parametrize("head_dim, causal, heads_per_kv, persistent", [
