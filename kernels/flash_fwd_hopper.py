@@ -571,13 +571,17 @@ def launch_shape(batch, seqlen_q, heads_q, persistent, consumers, device, stack=
     return programs, tiles, columns
 
 
-def stacked_heads(q, causal, heads_per_kv) -> int:
-    """Query heads per column (``_work_tile``): a KV group's with a causal mask, whose tiles
-    then hold parts of equal row blocks (and so equal key ranges) where one head's consecutive
-    parts would see different numbers of key tiles; one without a mask or KV groups, or where
-    the heads are not adjacent in memory (the tile's Q parts are read as one head's columns of
-    the group's rows)."""
-    if causal and heads_per_kv > 1 and q.stride(2) == q.shape[-1]:
+def stacked_heads(q, causal, heads_per_kv, consumers, block_n) -> int:
+    """Query heads per column (``_work_tile``): a KV group's where a causal tile of one head's
+    ``64 consumers`` consecutive rows would span a fraction of a ``block_n``-key tile (the D64
+    config's 192 rows against 128 keys), so that its consumers would see different numbers of
+    key tiles and the first would wait for the last; stacked, a tile's parts are equal row
+    blocks (or two adjacent ones) sharing their K/V. Measured on an H200 (docs/kernel_notes.md,
+    v41a): the D64 causal GQA forward 3-6% faster; D128's two consumers, already balanced, 2-4%
+    slower. One where the heads are not adjacent in memory (the tile's Q parts are read as
+    one head's columns of the group's rows)."""
+    if (causal and heads_per_kv > 1 and (64 * consumers) % block_n
+            and q.stride(2) == q.shape[-1]):
         return heads_per_kv
     return 1
 
@@ -602,7 +606,7 @@ def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, ti
     block_n, stages, regs, consumers, pingpong = config or HOPPER_CONFIGS[head_dim]
     if persistent is None:
         persistent = persistent_launch(head_dim, causal, sq, hq // hk)
-    stack = stacked_heads(q, causal, hq // hk)
+    stack = stacked_heads(q, causal, hq // hk, consumers, block_n)
     programs, tiles, columns = launch_shape(batch, sq, hq, persistent, consumers, q.device,
                                             stack)
     out = torch.empty_like(q)

@@ -87,13 +87,15 @@ def test_a_launch_has_a_program_per_tile_or_at_most_one_per_sm(monkeypatch):
             176, 88, 2)
 
 
-@pytest.mark.parametrize("causal, heads_kv, stride_h, stack", [
-    (True, 2, 64, 4), (True, 8, 64, 1), (False, 2, 64, 1), (True, 2, 128, 1)])
-def test_a_kv_groups_heads_are_stacked_where_causal_and_adjacent(causal, heads_kv, stride_h,
-                                                                 stack):
-    """Stacked: causal, GQA (8 query heads on 2 KV heads), heads adjacent in memory."""
+@pytest.mark.parametrize("causal, heads_kv, stride_h, consumers, stack", [
+    (True, 2, 64, 3, 4), (True, 8, 64, 3, 1), (False, 2, 64, 3, 1), (True, 2, 128, 3, 1),
+    (True, 2, 64, 2, 1)])
+def test_a_kv_groups_heads_are_stacked_where_a_causal_tile_spans_part_of_a_key_tile(
+        causal, heads_kv, stride_h, consumers, stack):
+    """Stacked: causal, GQA (8 query heads on 2 KV heads), heads adjacent in memory, and
+    tiles of three 64-row parts against 128-key tiles (two parts make one key tile)."""
     q = torch.empty(2, 256, 8, stride_h)[..., :64]
-    assert flash_fwd_hopper.stacked_heads(q, causal, 8 // heads_kv) == stack
+    assert flash_fwd_hopper.stacked_heads(q, causal, 8 // heads_kv, consumers, 128) == stack
 
 
 @pytest.mark.parametrize("head_dim, causal, heads_per_kv, persistent", [
