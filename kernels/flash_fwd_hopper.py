@@ -15,7 +15,10 @@ its matrix products). At D64 the consumers also take turns issuing their product
 (``_take_turn``, FlashAttention-3's ping-pong), which measured up to 7% faster there and up to
 3.6% slower at D128 (docs/kernel_notes.md, session 26). A launch has one program per query
 tile or (``PERSISTENT_BELOW``) one per SM looping over tiles, the loader filling the next tile's
-ring while the consumers finish one (session 33).
+ring while the consumers finish one (session 33). A tile's 64-row parts are one head's
+consecutive rows, or (``stacked_heads``: D64, causal, GQA) the same row block (or two adjacent
+ones) of the KV group's query heads, which share K/V and see (nearly) the same key tiles, so no
+consumer waits long at a causal tile's end for another that sees more keys (v41a).
 
 Covers: dense ``(B, S, H, D)`` bf16/fp16, head dim 64 or 128, causal (bottom-right aligned) or
 not, GQA, the fix on or off, attention sinks (folded in the epilogue), where
@@ -577,9 +580,10 @@ def stacked_heads(q, causal, heads_per_kv, consumers, block_n) -> int:
     config's 192 rows against 128 keys), so that its consumers would see different numbers of
     key tiles and the first would wait for the last; stacked, a tile's parts are equal row
     blocks (or two adjacent ones) sharing their K/V. Measured on an H200 (docs/kernel_notes.md,
-    v41a): the D64 causal GQA forward 3-6% faster; D128's two consumers, already balanced, 2-4%
-    slower. One where the heads are not adjacent in memory (the tile's Q parts are read as
-    one head's columns of the group's rows)."""
+    v41a), the D64 causal GQA forward with the fix: 3% faster at 4096 rows, 1% at 8192, 5-8% at
+    2048 (which the Triton forward takes); D128's two consumers, already balanced, 1-4% slower
+    stacked. One where the heads are not adjacent in memory (the tile's Q parts are read as one
+    head's columns of the group's rows)."""
     if (causal and heads_per_kv > 1 and (64 * consumers) % block_n
             and q.stride(2) == q.shape[-1]):
         return heads_per_kv
