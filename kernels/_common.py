@@ -42,6 +42,7 @@ LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
 # PTX inline assembly where the kernels compile for an NVIDIA GPU (not under the interpreter).
 PTX = tl.constexpr(not INTERPRET and torch.version.hip is None)
+INTERPRET_C = tl.constexpr(INTERPRET)
 
 
 def seeded_jit(fn):
@@ -52,6 +53,20 @@ def seeded_jit(fn):
     seeds apart: the first one per process goes through Triton's launcher, which finds the same
     compiled kernel."""
     return triton.jit(fn, do_not_specialize=["seed"])
+
+
+@triton.jit
+def rounded(x, dtype: tl.constexpr):
+    """fp32 ``x`` in ``dtype``, rounded to nearest even, as ``x.to(dtype)`` compiles on a GPU.
+    Triton's interpreter (3.9) truncates fp32 -> bf16 casts instead, which put results a unit
+    of the last place toward zero and turned probabilities just below 1 into 0.99609375; there
+    the rounding is done on the bits (``bits + 0x7FFF + lowest kept bit``, then the top half)."""
+    if INTERPRET_C and dtype == tl.bfloat16:
+        bits = x.to(tl.uint32, bitcast=True)
+        bits += 0x7FFF + ((bits >> 16) & 1)
+        return (bits >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
+    else:
+        return x.to(dtype)
 
 
 @triton.jit

@@ -27,7 +27,8 @@ from . import _prepared
 from ._common import (
     COMPILE_OPTIONS, INTERPRET, LOG2E, TiledLaunch, block_d, ceil_div, check_grid, dot,
     keep_mask, head_sources, key_mask_args, key_tiles, last_dim_contiguous, load_rows,
-    lse_layout, on_device_of, scheduled_tile, scores, seq_bucket, seq_layout, seeded_jit,
+    lse_layout, on_device_of, rounded, scheduled_tile, scores, seq_bucket, seq_layout,
+    seeded_jit,
     sequence_bounds, sm_count, tma_ready, visible,
 )
 
@@ -81,15 +82,15 @@ def _dkdv_tiles(
         if HAS_DROPOUT:
             keep_t = keep_mask(seed, dropout_p, b, h, num_heads_q, max_seqlen_q, max_seqlen_k,
                                offs_m, offs_n, True)
-            dv += dot(tl.where(keep_t, p_t * drop_scale, 0.0).to(do.dtype), do, DOT_FP32)
+            dv += dot(rounded(tl.where(keep_t, p_t * drop_scale, 0.0), do.dtype), do, DOT_FP32)
             dp_t = tl.where(keep_t, dp_t * drop_scale, 0.0)
         else:
-            dv += dot(p_t.to(do.dtype), do, DOT_FP32)
+            dv += dot(rounded(p_t, do.dtype), do, DOT_FP32)
         ds_t = p_t * (dp_t - delta[None, :])
         if HAS_SOFTCAP:
             t = s_t * (1.0 / (softcap * LOG2E_C))
             ds_t = ds_t * (1.0 - t * t)
-        dk += dot(ds_t.to(q_t.dtype), tl.trans(q_t), DOT_FP32)
+        dk += dot(rounded(ds_t, q_t.dtype), tl.trans(q_t), DOT_FP32)
     return dk, dv
 
 
@@ -184,8 +185,8 @@ def _dkdv_kernel(
                + krows * stride_dks + offs_d[None, :])
     dv_ptrs = (DV + split * stride_split_dv + b64 * stride_dvb + hk * stride_dvh
                + krows * stride_dvs + offs_d[None, :])
-    tl.store(dk_ptrs, dk.to(DK.dtype.element_ty), mask=kv_mask)
-    tl.store(dv_ptrs, dv.to(DV.dtype.element_ty), mask=kv_mask)
+    tl.store(dk_ptrs, rounded(dk, DK.dtype.element_ty), mask=kv_mask)
+    tl.store(dv_ptrs, rounded(dv, DV.dtype.element_ty), mask=kv_mask)
 
 
 @triton.jit
@@ -234,7 +235,7 @@ def _dq_tiles(
         if HAS_SOFTCAP:
             t = s * (1.0 / (softcap * LOG2E_C))
             ds = ds * (1.0 - t * t)
-        dq += dot(ds.to(k.dtype), k, DOT_FP32)
+        dq += dot(rounded(ds, k.dtype), k, DOT_FP32)
     return dq, p_dp
 
 
@@ -311,7 +312,7 @@ def _dq_kernel(
 
     dq = dq * softmax_scale
     tl.store(DQ + b64 * stride_dqb + h * stride_dqh + qrows * stride_dqs + offs_d[None, :],
-             dq.to(DQ.dtype.element_ty), mask=q_mask)
+             rounded(dq, DQ.dtype.element_ty), mask=q_mask)
 
 
 # (BLOCK_M, BLOCK_N, num_warps, num_stages[, use TMA]) per padded head dim; the first entry is
@@ -504,7 +505,7 @@ def _sum_partials_kernel(P, OUT, n, SPLITS: tl.constexpr, BLOCK: tl.constexpr):
     acc = tl.load(P + offs, mask=ok, other=0.0)
     for s in tl.static_range(1, SPLITS):
         acc += tl.load(P + (offs + s * n.to(tl.int64)), mask=ok, other=0.0)
-    tl.store(OUT + offs, acc.to(OUT.dtype.element_ty), mask=ok)
+    tl.store(OUT + offs, rounded(acc, OUT.dtype.element_ty), mask=ok)
 
 
 SUM_BLOCK = 1024

@@ -22,7 +22,7 @@ from . import _prepared
 from ._common import (
     INTERPRET, LN2, LOG2E, TiledLaunch, at_least, block_d, ceil_div, check_grid, dot,
     keep_mask, head_sources, key_mask_args, key_tiles, last_dim_contiguous, load_rows, lse_layout,
-    on_device_of, scheduled_tile, scores_unscaled, seeded_jit, seq_bucket, seq_layout,
+    on_device_of, rounded, scheduled_tile, scores_unscaled, seeded_jit, seq_bucket, seq_layout,
     sequence_bounds, tie_gap, tma_ready, visible,
 )
 
@@ -100,7 +100,7 @@ def _fwd_tiles(
             p = tl.where(keep, p * drop_scale, 0.0)
         v = load_rows(v_src, start_n, cols.to(tl.int64), col_ok, stride_vs, offs_d, d_ok, MASKED,
                       EVEN_D, USE_TMA)
-        acc = acc * alpha[:, None] + dot(p.to(v.dtype), v, DOT_FP32)
+        acc = acc * alpha[:, None] + dot(rounded(p, v.dtype), v, DOT_FP32)
     return acc, l_i, m1, tied, shift
 
 
@@ -194,7 +194,7 @@ def _fwd_kernel(
     o_ptrs = (O + b64 * stride_ob + h * stride_oh
               + (q_start + offs_m).to(tl.int64)[:, None] * stride_os + offs_d[None, :])
     row_ok = offs_m < seqlen_q
-    tl.store(o_ptrs, out.to(O.dtype.element_ty), mask=row_ok[:, None] & d_ok[None, :])
+    tl.store(o_ptrs, rounded(out, O.dtype.element_ty), mask=row_ok[:, None] & d_ok[None, :])
     lse = tl.where(has_keys, lse, float("inf"))
     l_off = b64 * stride_lb + h * stride_lh + q_start + offs_m
     tl.store(LSE + l_off, lse, mask=row_ok)

@@ -247,6 +247,22 @@ def test_fully_masked_rows_give_zero_gradients():
 
 
 @interp
+def test_probabilities_round_to_nearest_as_on_the_gpu():
+    """Causal with a window of 0: each row sees one key, so its recomputed ``P`` is 1 up to the
+    fp32 rounding of ``exp2(s - lse)`` and rounds to 1.0 in bf16, as on a GPU: the output is V
+    and dV is dO, bit for bit. (Triton's interpreter truncates fp32 -> bf16 casts; a ``P`` just
+    below 1 became 0.99609375 there until the kernels rounded through ``_common.rounded``.)"""
+    q, k, v = _inputs((1, 46, 2, 24), (1, 51, 2, 24), seed=3)
+    q = (q.float() * 12).to(q.dtype)  # scores of size 10-50: lse's rounding is not exact
+    m = _masking(causal=True, window_left=0)
+    out, lse = run_kernel(q, k, v, m, shift_params(q.dtype))
+    assert torch.equal(out, v[:, 5:])
+    dout = torch.randn(q.shape, generator=torch.Generator().manual_seed(4)).to(q.dtype)
+    _, _, dv = run_kernel_bwd(dout, q, k, v, out, lse, m)
+    assert torch.equal(dv[:, 5:], dout) and (dv[:, :5] == 0).all()
+
+
+@interp
 def test_window_softcap_fp16():
     q, k, v = _inputs((2, 33, 2, 32), (2, 41, 2, 32), dtype=torch.float16, seed=3)
     check_case(q, k, v, _masking(window_left=9, window_right=4, softcap=5.0))
