@@ -28,8 +28,7 @@ from ._common import (
     COMPILE_OPTIONS, INTERPRET, LOG2E, TiledLaunch, block_d, ceil_div, check_grid, dot,
     keep_mask, head_sources, key_mask_args, key_tiles, last_dim_contiguous, load_rows,
     lse_layout, on_device_of, rounded, scheduled_tile, scores, seq_bucket, seq_layout,
-    seeded_jit,
-    sequence_bounds, sm_count, tma_ready, visible,
+    seeded_jit, sequence_bounds, sm_count, tma_ready, visible,
 )
 
 try:
