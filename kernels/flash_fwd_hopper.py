@@ -152,22 +152,27 @@ def _pass_turn(turns, WG: gl.constexpr):
 
 
 @gluon.jit
-def _work_tile(unit, num_tiles_m, num_columns, num_heads_q, heads_per_kv, stack,
-               CAUSAL: gl.constexpr, PERSISTENT: gl.constexpr, CONSUMERS: gl.constexpr,
+def _work_unit(unit, num_tiles_m, num_columns, CAUSAL: gl.constexpr, PERSISTENT: gl.constexpr):
+    """The ``(tile, column)`` of the query tile ``ranked_tile`` ranks ``unit``-th (``_tile_part``
+    maps it to rows and heads). Causal launches run the heaviest tiles first, in groups of
+    ``HEAD_GROUP`` columns with one program per tile, over all columns when persistent (whose
+    programs take every ``programs``-th tile, so that each program's share weighs about the
+    same)."""
+    group = num_columns if PERSISTENT else HEAD_GROUP
+    return ranked_tile(unit, num_tiles_m, num_columns, group, CAUSAL)
+
+
+@gluon.jit
+def _tile_part(tile, column, num_heads_q, heads_per_kv, stack, CONSUMERS: gl.constexpr,
                part: gl.constexpr):
-    """Consumer ``part``'s share of the query tile ``ranked_tile`` ranks ``unit``-th:
+    """Consumer ``part``'s share of query tile ``(tile, column)`` (``_work_unit``):
     ``(rows0, batch (int64), query head, KV head, g)``, its 64 rows from ``rows0`` of query head
     ``h``, the ``g``-th of its column's ``stack`` heads. A column is ``stack`` query heads of
     one batch entry; its 64-row parts run block-major (each row block for every head of the
     column, then the next block), ``CONSUMERS`` parts a tile. With ``stack`` 1 a tile is
     ``64 CONSUMERS`` consecutive rows of one head; with a causal mask and a KV group's heads
     stacked, a tile's parts share their K/V and see (nearly) the same key tiles, so its
-    consumers finish together. Causal launches run the heaviest tiles first, in groups of
-    ``HEAD_GROUP`` columns with one program per tile, over all columns when persistent (whose
-    programs take every ``programs``-th tile, so that each program's share weighs about the
-    same). ``part`` ``CONSUMERS - 1`` sees the most keys."""
-    group = num_columns if PERSISTENT else HEAD_GROUP
-    tile, column = ranked_tile(unit, num_tiles_m, num_columns, group, CAUSAL)
+    consumers finish together. ``part`` ``CONSUMERS - 1`` sees the most keys."""
     columns_per_batch = num_heads_q // stack
     item = tile * CONSUMERS + part
     g = item % stack
@@ -213,8 +218,9 @@ def _load_tile(unit, t, i, Q, K, V, stride_qb, stride_qs, stride_qh, stride_kb, 
     HEAD_DIM: gl.constexpr = k_smem.shape[2]
     CAUSAL: gl.constexpr = q_full.shape[0] - CONSUMERS >= 2
     PERSISTENT: gl.constexpr = q_empty.shape[0] > CONSUMERS
-    tile = (unit, num_tiles_m, num_columns, num_heads_q, heads_per_kv, stack)
-    last0, b64, h, hk, g = _work_tile(*tile, CAUSAL, PERSISTENT, CONSUMERS, CONSUMERS - 1)
+    ranked, column = _work_unit(unit, num_tiles_m, num_columns, CAUSAL, PERSISTENT)
+    tile = (ranked, column, num_heads_q, heads_per_kv, stack)
+    last0, b64, h, hk, g = _tile_part(*tile, CONSUMERS, CONSUMERS - 1)
     # The tile's descriptors are written over the last tile's: wait until the last tile's
     # copies (its query parts, its fills) have landed.
     if i > 0:
@@ -233,7 +239,7 @@ def _load_tile(unit, t, i, Q, K, V, stride_qb, stride_qs, stride_qh, stride_kb, 
                                         [seqlen_k, HEAD_DIM], [stride_vs, 1],
                                         [BLOCK_N, HEAD_DIM], v_smem.layout)
     for wg in gl.static_range(CONSUMERS):
-        rows0, _, _, _, g = _work_tile(*tile, CAUSAL, PERSISTENT, CONSUMERS, wg)
+        rows0, _, _, _, g = _tile_part(*tile, CONSUMERS, wg)
         mbarrier.wait(q_empty.index(wg), (i & 1) ^ 1)
         mbarrier.expect(q_full.index(wg), q_desc.block_type.nbytes)
         tma_load(q_desc, [rows0, g * HEAD_DIM], q_full.index(wg), q_smem.index(wg))
@@ -278,7 +284,7 @@ def _consume_tile(WG: gl.constexpr, unit, t0, k0, q_phase, q_smem, k_smem, v_sme
                   stride_os, stride_oh, stride_lb, stride_lh, seqlen_q, seqlen_k, num_heads_q,
                   heads_per_kv, num_tiles_m, num_columns, stack, qk_scale, beta, tie_window,
                   min_gap, max_gap, has_sinks):
-    """The query tile ``unit``'s part ``WG`` (``_work_tile``: 64 rows of one head) against the
+    """The query tile ``unit``'s part ``WG`` (``_tile_part``: 64 rows of one head) against the
     key tiles the loader fills into ring slots ``t0`` onwards (this consumer reads those its
     rows see and releases the rest); ``k0`` is the tile's first turn, ``q_phase`` the query
     part's. Returns how many fills the tile took."""
@@ -297,9 +303,10 @@ def _consume_tile(WG: gl.constexpr, unit, t0, k0, q_phase, q_smem, k_smem, v_sme
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     PERSISTENT: gl.constexpr = q_empty.shape[0] > CONSUMERS
-    tile = (unit, num_tiles_m, num_columns, num_heads_q, heads_per_kv, stack)
-    rows0, b64, h, hk, _ = _work_tile(*tile, CAUSAL, PERSISTENT, CONSUMERS, WG)
-    last0 = _work_tile(*tile, CAUSAL, PERSISTENT, CONSUMERS, CONSUMERS - 1)[0]
+    ranked, column = _work_unit(unit, num_tiles_m, num_columns, CAUSAL, PERSISTENT)
+    tile = (ranked, column, num_heads_q, heads_per_kv, stack)
+    rows0, b64, h, hk, _ = _tile_part(*tile, CONSUMERS, WG)
+    last0 = _tile_part(*tile, CONSUMERS, CONSUMERS - 1)[0]
     diag = seqlen_k - seqlen_q
     n_tiles = key_tiles(last0, diag, seqlen_k, BLOCK_N, CAUSAL, BLOCK_M)
     q = q_smem.index(WG)
@@ -562,7 +569,7 @@ def tile_record(head_dim: int) -> tuple[int, int, int, int, bool]:
 
 def launch_shape(batch, seqlen_q, heads_q, persistent, consumers, device, stack=1):
     """``(programs, query tiles, columns)`` of a launch over ``batch * heads_q / stack`` columns
-    of ``stack`` query heads (``_work_tile``), each ``ceil(seqlen_q / 64) * stack`` 64-row parts
+    of ``stack`` query heads (``_tile_part``), each ``ceil(seqlen_q / 64) * stack`` 64-row parts
     long, ``consumers`` parts a tile: one program per tile (the hardware hands a finished SM the
     next one) or, ``persistent``, at most one per SM of ``device``, each looping over every
     ``programs``-th tile."""
@@ -575,7 +582,7 @@ def launch_shape(batch, seqlen_q, heads_q, persistent, consumers, device, stack=
 
 
 def stacked_heads(q, causal, heads_per_kv, consumers, block_n) -> int:
-    """Query heads per column (``_work_tile``): a KV group's where a causal tile of one head's
+    """Query heads per column (``_tile_part``): a KV group's where a causal tile of one head's
     ``64 consumers`` consecutive rows would span a fraction of a ``block_n``-key tile (the D64
     config's 192 rows against 128 keys), so that its consumers would see different numbers of
     key tiles and the first would wait for the last; stacked, a tile's parts are equal row
