@@ -1,7 +1,8 @@
 """The whole backward (``flash_attn_bwd``) of two kernel packages on the same inputs (GPU only):
 one of them a copy of ``kernels/`` with a change (e.g. ``cp -r kernels .variants/x/kbase`` before
 editing, then ``PYTHONPATH=$PWD:.variants/x``), the tile table's first config (autotuning off),
-5 interleaved rounds of ``do_bench`` medians per shape.
+5 rounds of ``do_bench`` medians (10 ms warm-up, 50 ms) per shape in
+``benchmarks.timing.rotated_rounds`` (rounds 1-3 start at the base, 4-5 at the variant).
 
 Per shape it prints both times, the change, the largest difference of dQ, dK, dV relative to
 the base's largest value, and which dK/dV kernel ran: its Triton config, registers and spills,
@@ -13,6 +14,7 @@ Run: ``PYTHONPATH=$PWD:.variants/x python gpu/backward_ab.py --base kbase --out 
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import json
 import os
@@ -23,9 +25,9 @@ os.environ["HF_STABLE_ATTN_AUTOTUNE"] = "0"  # the launchers read it at import
 
 import torch  # noqa: E402
 import triton  # noqa: E402
-from triton.testing import do_bench  # noqa: E402
 
 from benchmarks.bench_attention import Shape  # noqa: E402
+from benchmarks.timing import median_ms, rotated_rounds  # noqa: E402
 from benchmarks.tune_kernel import make_inputs  # noqa: E402
 from hf_stable_attn.kernels import flash_fwd  # noqa: E402
 from hf_stable_attn.shift_rule import shift_params  # noqa: E402
@@ -70,10 +72,9 @@ def main() -> None:
             info[name] = dkdv_record(module)
         diff = [float((a - b).abs().max() / b.abs().max())
                 for a, b in zip(grads["variant"], grads["base"])]
-        times = {name: [] for name in calls}
-        for r in range(ROUNDS):
-            for name in (list(calls) if r % 2 == 0 else list(calls)[::-1]):
-                times[name].append(do_bench(calls[name], warmup=10, rep=50, return_mode="median"))
+        laps = rotated_rounds([functools.partial(median_ms, fn, q.device, warmup_ms=10,
+                                                 rep_ms=50) for fn in calls.values()], ROUNDS)
+        times = dict(zip(calls, laps))
         ms = {name: statistics.median(t) for name, t in times.items()}
         row = dict(S=seqlen, B=batch, Hq=hq, Hkv=hk, D=d, causal=causal, ms=ms, rounds=times,
                    info=info, rel_diff_dq_dk_dv=diff, change=ms["base"] / ms["variant"] - 1)
