@@ -1,8 +1,10 @@
 """Which route is faster at 2048 and 4096 tokens (H100/H200): the forward with the fix through
-the Gluon kernel (two tile widths) or the tuned Triton kernel, and the GQA backward with each
-group split (docs/kernel_notes.md, session 18).
+the Gluon kernel (two tile widths) or the tuned Triton kernel, the GQA backward with each
+group split (docs/kernel_notes.md, session 18), and (``--kinds routes``) the backward with each
+pairing of the Gluon and Triton dQ and dK/dV kernels, MHA and GQA 8:1.
 
-Run: ``PYTHONPATH=$PWD python gpu/route_check.py --out routes.json [--budget-s 300]``.
+Run: ``PYTHONPATH=$PWD python gpu/route_check.py --out routes.json [--budget-s 300]
+[--kinds fwd bwd routes] [--seqlens 2048 4096] [--head-dims 64 128] [--causal true false]``.
 Timing: ``do_bench`` medians over ``--rounds`` rounds, each starting at another variant of the
 shape (``benchmarks.timing.interleaved_medians``), B 4, H 16 at D128 and 32 at D64 (GQA 8:1 for
 the backward), bf16, after one untimed call each (which compiles and, for the Triton kernel,
@@ -18,7 +20,7 @@ import torch
 
 from gpu.timed_checks import rates, time_within_budget
 from hf_stable_attn.kernels import clear_plans, flash_attn_bwd, flash_attn_fwd
-from hf_stable_attn.kernels import flash_bwd, flash_fwd_hopper
+from hf_stable_attn.kernels import flash_bwd, flash_bwd_hopper, flash_fwd_hopper
 from hf_stable_attn.shift_rule import shift_params
 from hf_stable_attn.testing import fix_kwargs, launch_kwargs
 
@@ -67,9 +69,30 @@ def backward_variants(dout, q, k, v, out, lse, kw):
     return {f"splits {n}": (lambda n=n: run(n)) for n in range(1, group + 1) if group % n == 0}
 
 
-def measure(kind, s, d, causal, rounds):
+def backward_routes(dout, q, k, v, out, lse, kw, causal):
+    """name -> backward call with the dQ and the dK/dV each forced to the Gluon or the Triton
+    kernel (``flash_bwd_hopper``'s route tables patched for this head dim and mask)."""
+    m = flash_bwd_hopper
+    key = (q.shape[-1], bool(causal))
+
+    def run(gluon_dq, gluon_dkdv):
+        saved = m.DQ_FASTER, m.FASTER
+        m.DQ_FASTER = (saved[0] | {key}) if gluon_dq else (saved[0] - {key})
+        m.FASTER = {**saved[1], key: 0} if gluon_dkdv else {
+            kk: rows for kk, rows in saved[1].items() if kk != key}
+        clear_plans()
+        try:
+            return flash_attn_bwd(dout, q, k, v, out, lse, **kw)
+        finally:
+            m.DQ_FASTER, m.FASTER = saved
+            clear_plans()
+    return {f"dq {'gluon' if a else 'triton'}, dkdv {'gluon' if b else 'triton'}":
+            (lambda a=a, b=b: run(a, b)) for a in (False, True) for b in (False, True)}
+
+
+def measure(kind, s, d, causal, rounds, heads_kv=None):
     batch, hq = 4, (16 if d == 128 else 32)
-    hk = hq if kind == "fwd" else hq // 8
+    hk = heads_kv or (hq if kind == "fwd" else hq // 8)
     q, k, v, dout = draw(batch, s, hq, d, 1), draw(batch, s, hk, d, 2), draw(batch, s, hk, d, 3), \
         draw(batch, s, hq, d, 4)
     kw = launch_kwargs(s, s, d, causal=causal)
@@ -78,7 +101,9 @@ def measure(kind, s, d, causal, rounds):
         fns, flops = forward_variants(q, k, v, kw, fix), 4 * batch * hq * s * s * d
     else:
         out, lse = flash_attn_fwd(q, k, v, **kw, **fix)
-        fns, flops = backward_variants(dout, q, k, v, out, lse, kw), 2.5 * 4 * batch * hq * s * s * d
+        fns = (backward_routes(dout, q, k, v, out, lse, kw, causal) if kind == "routes"
+               else backward_variants(dout, q, k, v, out, lse, kw))
+        flops = 2.5 * 4 * batch * hq * s * s * d
     flops /= 2 if causal else 1
     return dict(kind=kind, shape=dict(batch=batch, seqlen=s, heads_q=hq, heads_kv=hk,
                                       head_dim=d, causal=causal),
@@ -90,13 +115,19 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--budget-s", type=float, default=300)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--kinds", nargs="+", default=["fwd", "bwd"],
+                    choices=["fwd", "bwd", "routes"])
+    ap.add_argument("--seqlens", nargs="+", type=int, default=[2048, 4096])
+    ap.add_argument("--head-dims", nargs="+", type=int, default=[64, 128])
+    ap.add_argument("--causal", nargs="+", default=["true", "false"], choices=["true", "false"])
     args = ap.parse_args()
     t0 = time.time()
     result = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, timings=[])
-    plan = [(kind, s, d, causal) for kind in ("fwd", "bwd") for s in (2048, 4096)
-            for d in (64, 128) for causal in (True, False)]
-    time_within_budget(plan, lambda item: measure(*item, args.rounds), result, args.out,
-                       args.budget_s, t0, ("kind", "shape", "tflops"))
+    plan = [(kind, s, d, causal == "true", heads_kv) for kind in args.kinds
+            for s in args.seqlens for d in args.head_dims for causal in args.causal
+            for heads_kv in ((None, (16 if d == 128 else 32)) if kind == "routes" else (None,))]
+    time_within_budget(plan, lambda item: measure(*item[:4], args.rounds, item[4]), result,
+                       args.out, args.budget_s, t0, ("kind", "shape", "tflops"))
 
 
 if __name__ == "__main__":
