@@ -1,8 +1,9 @@
 """Every kernel the package launches on a Hopper GPU compiles for sm_90 with the installed
-Triton, on the CPU: the three Triton kernels at each tile config of their head-dim 64 and 128
-tables (what the tuner picks from on an H100 or H200), and the Gluon kernels at every config
-their tables ship (``flash_fwd_hopper.HOPPER_CONFIGS``, ``flash_bwd_hopper.HOPPER_CONFIGS`` and
-``DQ_CONFIGS``), causal or not, the Gluon forward with the fix on and off.
+Triton, on the CPU: the three Triton kernels at each tile config of their head-dim 64, 128 and
+256 tables (what the tuner picks from on an H100 or H200; 256 is Gemma's), and the Gluon kernels
+at every config their tables ship (``flash_fwd_hopper.HOPPER_CONFIGS``,
+``flash_bwd_hopper.HOPPER_CONFIGS`` and ``DQ_CONFIGS``), causal or not, the Gluon forward with
+the fix on and off.
 
 Only a GPU run calls these kernels, and the GPU machine's Triton (3.6) is older than the one a
 fresh install gets (3.9 here), whose Gluon, an experimental dialect, removed the TMA load the
@@ -74,7 +75,7 @@ TRITON_CASES = [
     pytest.param(launch, head_dim, config, id=f"{name}-d{head_dim}-{'x'.join(map(str, config))}")
     for name, launch in (("fwd", flash_fwd._fwd_launch), ("dq", flash_bwd._dq_launch),
                          ("dkdv", flash_bwd._dkdv_launch))
-    for head_dim in (64, 128)
+    for head_dim in (64, 128, 256)
     for config in map(tile_config, launch.table[head_dim])
 ]
 
