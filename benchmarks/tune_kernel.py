@@ -15,6 +15,11 @@ two variants can be compared in one session. Configs that do not fit (shared mem
 are recorded with their error.
 
 ``--grid table`` times only the package's own table entries (a quick variant comparison).
+``--check`` also scores each config's result against a float64 oracle on the timed inputs:
+``err`` is the largest error of what the part computes (the forward's output; dQ; dK and dV),
+``plain_err`` that of the same math in plain PyTorch in bf16, ``flash_rule`` whether
+``err <= 2 x plain_err`` (forward) or ``3 x`` (gradients), the suite's rule. Configs no test
+launches (most table entries lose the tuner's pick) are checked this way on the GPU.
 
 Run: ``PYTHONPATH=$PWD python -m benchmarks.tune_kernel --out tune.json [--kernels PKG]``.
 """
@@ -39,7 +44,9 @@ import torch  # noqa: E402
 from benchmarks.bench_attention import Shape, attention_flops  # noqa: E402
 from hf_stable_attn.kernels._common import TMA_MIN_SEQLEN, tile_config  # noqa: E402
 from hf_stable_attn.shift_rule import shift_params  # noqa: E402
-from hf_stable_attn.testing import fix_kwargs, launch_kwargs  # noqa: E402
+from hf_stable_attn.testing import (  # noqa: E402
+    attention_oracle, fix_kwargs, launch_kwargs, max_error,
+)
 
 PARTS = ("fwd", "fwd_nofix", "dkdv", "dq")
 GRIDS = {
@@ -106,6 +113,26 @@ def make_inputs(shape: Shape, seed: int = 0):
                            dtype=torch.bfloat16, generator=gen)
 
     return randn(shape.heads_q), randn(shape.heads_kv), randn(shape.heads_kv), randn(shape.heads_q)
+
+
+def oracle_results(shape: Shape, tensors, dtype: torch.dtype) -> dict:
+    """``attention_oracle`` in ``dtype`` on ``tensors``: ``{"fwd": (out,), "dq": (dq,),
+    "dkdv": (dk, dv)}`` in (B, S, H, D), dK/dV summed over each KV head's group."""
+    q, k, v, dout = (t.detach().requires_grad_() for t in tensors)
+    out = attention_oracle(q, k, v, causal=shape.causal, compute_dtype=dtype)
+    dq, dk, dv = torch.autograd.grad(out, (q, k, v), dout.to(out.dtype))
+    return {"fwd": (out.detach(),), "dq": (dq,), "dkdv": (dk, dv)}
+
+
+def config_errors(part: str, got, exact: dict, plain: dict) -> dict:
+    """``err``, ``plain_err`` and ``flash_rule`` of one config's result ``got`` (the forward's
+    ``(out, lse)`` or the backward's ``(dq, dk, dv)``) against the float64 and bf16 oracles."""
+    key = "fwd" if part.startswith("fwd") else part
+    mine = got[:1] if key == "fwd" else (got[:1] if key == "dq" else got[1:])
+    err = max(max_error(a, b) for a, b in zip(mine, exact[key]))
+    plain_err = max(max_error(a, b) for a, b in zip(plain[key], exact[key]))
+    factor = 2.0 if key == "fwd" else 3.0
+    return dict(err=err, plain_err=plain_err, flash_rule=err <= factor * plain_err + 1e-5)
 
 
 class Runner:
@@ -205,6 +232,9 @@ def main(argv=None) -> None:
     ap.add_argument("--hidden", type=int, default=2048)
     ap.add_argument("--jobs", type=int, default=min(16, os.cpu_count() or 1))
     ap.add_argument("--time-budget-s", type=float, default=480.0)
+    ap.add_argument("--check", action="store_true",
+                    help="score each config against a float64 oracle (err, plain_err, "
+                         "flash_rule)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     start = time.perf_counter()
@@ -232,7 +262,7 @@ def main(argv=None) -> None:
               "ptxas": ptxas_version(),
               "date": time.strftime("%Y-%m-%d %H:%M"), "compile_s": compile_s, "records": records}
     from triton.testing import do_bench
-    tensors = {}
+    tensors, oracles = {}, {}
     for part, cfg, shape in work:
         if time.perf_counter() - start > args.time_budget_s:
             report["cut_by_budget"] = True
@@ -243,10 +273,15 @@ def main(argv=None) -> None:
         if rec["error"] is None:
             if shape not in tensors:
                 tensors = {shape: make_inputs(shape, seed=len(records))}
+                oracles = ({dtype: oracle_results(shape, tensors[shape], dtype)
+                            for dtype in (torch.float64, torch.bfloat16)} if args.check else {})
             try:
                 fn = runner.call(part, cfg, shape, tensors[shape])
                 try:
                     rec["ms"] = do_bench(fn, warmup=10, rep=40, return_mode="median")
+                    if args.check:
+                        rec.update(config_errors(part, fn(), oracles[torch.float64],
+                                                 oracles[torch.bfloat16]))
                 finally:
                     fn.restore()
                 mode = "fwd" if part.startswith("fwd") else "bwd"  # dkdv/dq time a whole backward

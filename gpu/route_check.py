@@ -14,6 +14,7 @@ tunes).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
 
 import torch
@@ -30,6 +31,23 @@ def draw(batch, s, h, d, seed):
     return torch.randn(batch, s, h, d, device="cuda", dtype=torch.bfloat16, generator=g)
 
 
+@contextlib.contextmanager
+def patched(module, **values):
+    """``module``'s attributes set to ``values`` inside the block and restored after, with the
+    launchers' plans cleared on entry and exit (a plan keeps the route, tiles and group split
+    of the call that made it, ``kernels._prepared``)."""
+    saved = {name: getattr(module, name) for name in values}
+    for name, value in values.items():
+        setattr(module, name, value)
+    clear_plans()
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(module, name, value)
+        clear_plans()
+
+
 def forward_variants(q, k, v, kw, fix):
     """name -> forward call: the Gluon kernel at its table config and at 64-key tiles, and the
     Triton kernel (Gluon routing switched off for this head dim)."""
@@ -40,16 +58,10 @@ def forward_variants(q, k, v, kw, fix):
     def run(config, gluon):
         """With ``gluon`` the Gluon kernel at ``config`` from one full tile (whatever ``FASTER``'s
         length rule says), else the Triton kernel."""
-        saved = m.HOPPER_CONFIGS[d], m.FASTER
-        m.HOPPER_CONFIGS[d] = config
-        rest = {key: rows for key, rows in saved[1].items() if key != (d, True)}
-        m.FASTER = {**rest, (d, True): (128, 128)} if gluon else rest
-        clear_plans()  # a plan keeps the route of the call that made it
-        try:
+        rest = {key: rows for key, rows in m.FASTER.items() if key != (d, True)}
+        with patched(m, HOPPER_CONFIGS={**m.HOPPER_CONFIGS, d: config},
+                     FASTER={**rest, (d, True): (128, 128)} if gluon else rest):
             return flash_attn_fwd(q, k, v, **kw, **fix)
-        finally:
-            m.HOPPER_CONFIGS[d], m.FASTER = saved
-            clear_plans()
     return {f"gluon {table}": lambda: run(table, True),
             f"gluon {(64, *table[1:])}": lambda: run((64, *table[1:]), True),
             "triton": lambda: run(table, False)}
@@ -60,12 +72,8 @@ def backward_variants(dout, q, k, v, out, lse, kw):
     group = q.shape[2] // k.shape[2]
 
     def run(splits):
-        saved = flash_bwd.group_splits
-        flash_bwd.group_splits = lambda *args: splits
-        try:
+        with patched(flash_bwd, group_splits=lambda *args: splits):
             return flash_attn_bwd(dout, q, k, v, out, lse, **kw)
-        finally:
-            flash_bwd.group_splits = saved
     return {f"splits {n}": (lambda n=n: run(n)) for n in range(1, group + 1) if group % n == 0}
 
 
@@ -76,16 +84,10 @@ def backward_routes(dout, q, k, v, out, lse, kw, causal):
     key = (q.shape[-1], bool(causal))
 
     def run(gluon_dq, gluon_dkdv):
-        saved = m.DQ_FASTER, m.FASTER
-        m.DQ_FASTER = (saved[0] | {key}) if gluon_dq else (saved[0] - {key})
-        m.FASTER = {**saved[1], key: 0} if gluon_dkdv else {
-            kk: rows for kk, rows in saved[1].items() if kk != key}
-        clear_plans()
-        try:
+        rest = {kk: rows for kk, rows in m.FASTER.items() if kk != key}
+        with patched(m, DQ_FASTER=(m.DQ_FASTER | {key}) if gluon_dq else (m.DQ_FASTER - {key}),
+                     FASTER={**rest, key: 0} if gluon_dkdv else rest):
             return flash_attn_bwd(dout, q, k, v, out, lse, **kw)
-        finally:
-            m.DQ_FASTER, m.FASTER = saved
-            clear_plans()
     return {f"dq {'gluon' if a else 'triton'}, dkdv {'gluon' if b else 'triton'}":
             (lambda a=a, b=b: run(a, b)) for a in (False, True) for b in (False, True)}
 

@@ -409,6 +409,30 @@ def test_tune_kernel_shapes_from_the_command_line():
         (2048, 8, 32, 32, 64, True), (2048, 8, 16, 2, 128, False)]
 
 
+def test_tune_kernel_scores_a_config_against_the_oracles():
+    """``--check``: a result equal to the float64 oracle passes the flash rule at any part; one
+    that is off by more than 3x plain bf16's error fails it, NaN fails it."""
+    from benchmarks import tune_kernel
+    from benchmarks.bench_attention import Shape
+
+    shape = Shape("bf16", 48, 2, 4, 2, 16, True)
+    gen = torch.Generator().manual_seed(3)
+    tensors = [torch.randn(2, 48, h, 16, generator=gen).to(torch.bfloat16) for h in (4, 2, 2, 4)]
+    exact = tune_kernel.oracle_results(shape, tensors, torch.float64)
+    plain = tune_kernel.oracle_results(shape, tensors, torch.bfloat16)
+    assert exact["dkdv"][0].shape == tensors[1].shape  # summed over the KV group
+    lse = torch.zeros(2, 4, 48)
+    forward, backward = (exact["fwd"][0], lse), (*exact["dq"], *exact["dkdv"])
+    for part, got in (("fwd", forward), ("dq", backward), ("dkdv", backward)):
+        scored = tune_kernel.config_errors(part, got, exact, plain)
+        assert scored["err"] == 0 and scored["plain_err"] > 0 and scored["flash_rule"]
+    off = (backward[0], backward[1], backward[2] + 4 * plain["dkdv"][1].double().abs().max())
+    assert not tune_kernel.config_errors("dkdv", off, exact, plain)["flash_rule"]
+    assert tune_kernel.config_errors("dq", off, exact, plain)["flash_rule"]  # dq untouched
+    nan = (torch.full_like(forward[0], float("nan")), lse)
+    assert not tune_kernel.config_errors("fwd_nofix", nan, exact, plain)["flash_rule"]
+
+
 def test_compare_variants_takes_each_configs_fastest_run(tmp_path):
     """Per (part, shape): each side's fastest run per config, the median of the per-config
     ratios and the ratio of the fastest configs; failed configs and one-sided configs left out."""
