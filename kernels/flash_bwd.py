@@ -316,7 +316,11 @@ def _dq_kernel(
 
 # (BLOCK_M, BLOCK_N, num_warps, num_stages[, use TMA]) per padded head dim; the first entry is
 # the one launched without autotuning. Chosen from benchmarks/tune_kernel.py sweeps on an H200
-# (docs/kernel_notes.md, v5 and v6); head dims 16 and 32 were not swept.
+# (docs/kernel_notes.md, v5 and v6); head dims 16 and 32 were not swept. D256's dK/dV TMA entry
+# spills less than the same tile through pointers (908 against 1324 bytes, sm_90a) and ran the
+# backward 1.6-7% faster than the best pointer entry at 4096 rows on an H200; the spill-free TMA dQ
+# tiles tried there (64 rows, 8 warps) ran the backward 25-59% slower and are not listed
+# (session 43).
 _DKDV_CONFIGS = {
     16: [(64, 64, 4, 3), (32, 64, 4, 2), (64, 128, 8, 3), (32, 128, 4, 3)],
     32: [(64, 64, 4, 3), (32, 64, 4, 2), (64, 128, 8, 3), (32, 128, 4, 3)],
@@ -324,7 +328,7 @@ _DKDV_CONFIGS = {
          (32, 64, 4, 3, True)],
     128: [(32, 64, 4, 3, True), (64, 128, 8, 3), (32, 64, 4, 3), (64, 64, 4, 2),
           (64, 128, 8, 3, True)],
-    256: [(64, 64, 8, 2), (32, 64, 8, 3), (32, 64, 8, 2), (64, 64, 4, 2)],
+    256: [(64, 64, 8, 2), (32, 64, 8, 3), (32, 64, 8, 2), (64, 64, 8, 2, True)],
 }
 _DQ_CONFIGS = {
     16: [(128, 64, 8, 3), (128, 64, 4, 3), (64, 64, 4, 3), (128, 32, 4, 3)],
