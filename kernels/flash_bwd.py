@@ -47,14 +47,12 @@ def _dkdv_tiles(
     MASKED: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
     HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, HAS_KPM: tl.constexpr,
     DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_M: tl.constexpr, USE_TMA: tl.constexpr,
-    WANT_DK: tl.constexpr, WANT_DV: tl.constexpr,
 ):
     """Query tiles ``[lo, hi)`` of one head against a resident key tile, in the transposed
     orientation (scores as (BLOCK_N, BLOCK_M)) so no register tile needs a transpose.
     Unmasked tiles lie inside the sequence and the window; with HAS_KPM, keys whose
     ``key_ok`` (BLOCK_N,) is false get no probability in any tile. Q/dO come from TMA descriptors
-    ``q_src``/``do_src`` (this sequence's rows) when USE_TMA, else from pointers at those bases.
-    WANT_DK / WANT_DV: which of ``dk``, ``dv`` to accumulate (the other passes through)."""
+    ``q_src``/``do_src`` (this sequence's rows) when USE_TMA, else from pointers at those bases."""
     offs_m0 = tl.arange(0, BLOCK_M)
     for start_m in range(lo, hi, BLOCK_M):
         offs_m = start_m + offs_m0
@@ -66,12 +64,10 @@ def _dkdv_tiles(
                        USE_TMA)
         if MASKED:
             lse2 = tl.load(LSE + l_base + offs_m, mask=row_ok, other=float("inf")) * LOG2E_C
-            if WANT_DK:
-                delta = tl.load(DELTA + l_base + offs_m, mask=row_ok, other=0.0)
+            delta = tl.load(DELTA + l_base + offs_m, mask=row_ok, other=0.0)
         else:
             lse2 = tl.load(LSE + l_base + offs_m) * LOG2E_C
-            if WANT_DK:
-                delta = tl.load(DELTA + l_base + offs_m)
+            delta = tl.load(DELTA + l_base + offs_m)
 
         s_t = scores(dot(k, q_t, DOT_FP32), qk_scale, softcap, HAS_SOFTCAP)  # (N, M)
         p_t = tl.exp2(s_t - lse2[None, :])
@@ -81,24 +77,19 @@ def _dkdv_tiles(
             p_t = tl.where(ok_t, p_t, 0.0)
         if HAS_KPM:
             p_t = tl.where(key_ok[:, None], p_t, 0.0)
-        if WANT_DK:
-            dp_t = dot(v, tl.trans(do), DOT_FP32)  # (N, M)
+        dp_t = dot(v, tl.trans(do), DOT_FP32)  # (N, M)
         if HAS_DROPOUT:
             keep_t = keep_mask(seed, dropout_p, b, h, num_heads_q, max_seqlen_q, max_seqlen_k,
                                offs_m, offs_n, True)
-            if WANT_DV:
-                dv += dot(rounded(tl.where(keep_t, p_t * drop_scale, 0.0), do.dtype), do,
-                          DOT_FP32)
-            if WANT_DK:
-                dp_t = tl.where(keep_t, dp_t * drop_scale, 0.0)
-        elif WANT_DV:
+            dv += dot(rounded(tl.where(keep_t, p_t * drop_scale, 0.0), do.dtype), do, DOT_FP32)
+            dp_t = tl.where(keep_t, dp_t * drop_scale, 0.0)
+        else:
             dv += dot(rounded(p_t, do.dtype), do, DOT_FP32)
-        if WANT_DK:
-            ds_t = p_t * (dp_t - delta[None, :])
-            if HAS_SOFTCAP:
-                t = s_t * (1.0 / (softcap * LOG2E_C))
-                ds_t = ds_t * (1.0 - t * t)
-            dk += dot(rounded(ds_t, q_t.dtype), tl.trans(q_t), DOT_FP32)
+        ds_t = p_t * (dp_t - delta[None, :])
+        if HAS_SOFTCAP:
+            t = s_t * (1.0 / (softcap * LOG2E_C))
+            ds_t = ds_t * (1.0 - t * t)
+        dk += dot(rounded(ds_t, q_t.dtype), tl.trans(q_t), DOT_FP32)
     return dk, dv
 
 
@@ -120,7 +111,7 @@ def _dkdv_kernel(
     IS_VARLEN: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
     HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, HAS_KPM: tl.constexpr,
     DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_D: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr, TWO_PASS: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr,
 ):
     # In the grid's own order: each column's heaviest key tile (a causal mask's first) starts
     # first already; the balanced order measured no faster here (docs/kernel_notes.md, v17a).
@@ -168,43 +159,6 @@ def _dkdv_kernel(
     full_hi = tl.minimum(full_hi, (seqlen_q // BLOCK_M) * BLOCK_M)
     full_hi = tl.maximum(tl.minimum(full_hi, hi), full_lo)
 
-    args = (Q, DO, LSE, DELTA, DK, DV, k, v, key_ok, offs_n, offs_d, d_ok, krows, kv_mask, b, b64,
-            hk, split, splits, group, q_start, head_dim, softmax_scale,
-            stride_qb, stride_qh, stride_qs, stride_db, stride_dh, stride_ds, stride_lb, stride_lh,
-            stride_split_dk, stride_dkb, stride_dkh, stride_dks,
-            stride_split_dv, stride_dvb, stride_dvh, stride_dvs,
-            lo, full_lo, full_hi, hi, seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k, num_heads_q,
-            qk_scale, softcap, window_left, window_right, dropout_p, drop_scale, seed)
-    if TWO_PASS:  # grid axis 2 picks the pass: dV alone, or dK alone
-        if tl.program_id(2) == 0:
-            _dkdv_pass(*args, HAS_WL, HAS_WR, HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D,
-                       BLOCK_D, BLOCK_M, BLOCK_N, USE_TMA, False, True)
-        else:
-            _dkdv_pass(*args, HAS_WL, HAS_WR, HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D,
-                       BLOCK_D, BLOCK_M, BLOCK_N, USE_TMA, True, False)
-    else:
-        _dkdv_pass(*args, HAS_WL, HAS_WR, HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D,
-                   BLOCK_D, BLOCK_M, BLOCK_N, USE_TMA, True, True)
-
-
-@triton.jit
-def _dkdv_pass(
-    Q, DO, LSE, DELTA, DK, DV, k, v, key_ok, offs_n, offs_d, d_ok, krows, kv_mask, b, b64,
-    hk, split, splits, group, q_start, head_dim, softmax_scale,
-    stride_qb, stride_qh, stride_qs, stride_db, stride_dh, stride_ds, stride_lb, stride_lh,
-    stride_split_dk, stride_dkb, stride_dkh, stride_dks,
-    stride_split_dv, stride_dvb, stride_dvh, stride_dvs,
-    lo, full_lo, full_hi, hi, seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k, num_heads_q,
-    qk_scale, softcap, window_left, window_right, dropout_p, drop_scale, seed,
-    HAS_WL: tl.constexpr, HAS_WR: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
-    HAS_DROPOUT: tl.constexpr, HAS_KPM: tl.constexpr, DOT_FP32: tl.constexpr,
-    EVEN_D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    USE_TMA: tl.constexpr, WANT_DK: tl.constexpr, WANT_DV: tl.constexpr,
-):
-    """dK and/or dV (WANT_DK, WANT_DV) of one resident key tile (``k``, ``v``: (BLOCK_N,
-    BLOCK_D)) over this program's share of the group's query heads, stored to DK/DV (this
-    split's partials where ``splits`` > 1). Query rows ``[lo, hi)``, masked outside
-    ``[full_lo, full_hi)``."""
     dk = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
     dv = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
     consts = (seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k, num_heads_q, qk_scale, softcap,
@@ -216,27 +170,22 @@ def _dkdv_pass(
                                      stride_db, stride_dh, stride_ds, seqlen_q, head_dim, BLOCK_M,
                                      BLOCK_D, USE_TMA)
         l_base = b64 * stride_lb + h * stride_lh + q_start
-        tiles = (k, v, key_ok, q_src, do_src, LSE, DELTA, l_base, stride_qs, stride_ds,
-                 offs_n, offs_d, d_ok, b, h)
-        dk, dv = _dkdv_tiles(dk, dv, *tiles, lo, full_lo, *consts, True, HAS_WL, HAS_WR,
-                             HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_M, USE_TMA,
-                             WANT_DK, WANT_DV)
-        dk, dv = _dkdv_tiles(dk, dv, *tiles, full_lo, full_hi, *consts, False, HAS_WL, HAS_WR,
-                             HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_M, USE_TMA,
-                             WANT_DK, WANT_DV)
-        dk, dv = _dkdv_tiles(dk, dv, *tiles, full_hi, hi, *consts, True, HAS_WL, HAS_WR,
-                             HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_M, USE_TMA,
-                             WANT_DK, WANT_DV)
+        args = (k, v, key_ok, q_src, do_src, LSE, DELTA, l_base, stride_qs, stride_ds,
+                offs_n, offs_d, d_ok, b, h)
+        dk, dv = _dkdv_tiles(dk, dv, *args, lo, full_lo, *consts, True, HAS_WL, HAS_WR,
+                             HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_M, USE_TMA)
+        dk, dv = _dkdv_tiles(dk, dv, *args, full_lo, full_hi, *consts, False, HAS_WL, HAS_WR,
+                             HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_M, USE_TMA)
+        dk, dv = _dkdv_tiles(dk, dv, *args, full_hi, hi, *consts, True, HAS_WL, HAS_WR,
+                             HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_M, USE_TMA)
 
     dk = dk * softmax_scale
     dk_ptrs = (DK + split * stride_split_dk + b64 * stride_dkb + hk * stride_dkh
                + krows * stride_dks + offs_d[None, :])
     dv_ptrs = (DV + split * stride_split_dv + b64 * stride_dvb + hk * stride_dvh
                + krows * stride_dvs + offs_d[None, :])
-    if WANT_DK:
-        tl.store(dk_ptrs, rounded(dk, DK.dtype.element_ty), mask=kv_mask)
-    if WANT_DV:
-        tl.store(dv_ptrs, rounded(dv, DV.dtype.element_ty), mask=kv_mask)
+    tl.store(dk_ptrs, rounded(dk, DK.dtype.element_ty), mask=kv_mask)
+    tl.store(dv_ptrs, rounded(dv, DV.dtype.element_ty), mask=kv_mask)
 
 
 @triton.jit
@@ -390,10 +339,6 @@ _DQ_CONFIGS = {
     256: [(128, 32, 8, 3), (64, 32, 4, 3), (64, 64, 4, 2), (128, 32, 8, 2)],
 }
 _dkdv_launch = TiledLaunch(_dkdv_kernel, _DKDV_CONFIGS)
-# Padded head dims from which the dK/dV kernel computes dV and dK in separate programs (grid axis
-# 2): each holds one fp32 accumulator of its key tile instead of two, at the cost of recomputing
-# the scores (5 products instead of 4); docs/kernel_notes.md, session 43.
-TWO_PASS_HEAD_DIM = 256
 _dq_launch = TiledLaunch(_dq_kernel, _DQ_CONFIGS)
 
 
@@ -504,22 +449,19 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
                      *seq_layout(dv_out[0], varlen), dk_out.stride(0), dv_out.stride(0),
                      *lse_strides, stride_kpm, *common, hq, hk, hq // hk, splits, head_dim,
                      *tail)
-        dkdv_flags = {**flags, "TWO_PASS": bd >= TWO_PASS_HEAD_DIM}
 
         def dkdv_grid(meta):
-            return (ceil_div(int(max_seqlen_k), meta["BLOCK_N"]), batch * hk * splits,
-                    2 if meta["TWO_PASS"] else 1)
+            return ceil_div(int(max_seqlen_k), meta["BLOCK_N"]), batch * hk * splits
 
-        dkdv_compiled = _dkdv_launch(dkdv_grid, bd, (*key, splits), dkdv_args, dkdv_flags,
-                                     tma_ok)
+        dkdv_compiled = _dkdv_launch(dkdv_grid, bd, (*key, splits), dkdv_args, flags, tma_ok)
     if splits > 1:
         dk, dv = sum_partials(dk_out, k.dtype), sum_partials(dv_out, v.dtype)
     if signature is not None and not gluon_dq and not gluon_dkdv:
         # The seed is both kernels' last argument.
         dq_plan = _prepared.prepare(_dq_launch, dq_compiled, dq_grid, dq_args, dq_flags,
                                     len(dq_tensors), len(dq_args) - 1)
-        dkdv_plan = _prepared.prepare(_dkdv_launch, dkdv_compiled, dkdv_grid, dkdv_args,
-                                      dkdv_flags, len(dkdv_tensors), len(dkdv_args) - 1)
+        dkdv_plan = _prepared.prepare(_dkdv_launch, dkdv_compiled, dkdv_grid, dkdv_args, flags,
+                                      len(dkdv_tensors), len(dkdv_args) - 1)
         if dq_plan is not None and dkdv_plan is not None:
             _prepared.keep(signature, _BackwardPlan(dq_plan, dkdv_plan, splits))
     return dq, dk, dv

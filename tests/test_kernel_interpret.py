@@ -175,29 +175,6 @@ def test_dkdv_with_the_group_split_over_programs(monkeypatch, hk, splits, causal
 
 
 @interp
-@pytest.mark.parametrize("case", ["gqa-causal-split2", "window-softcap-dropout"])
-def test_dkdv_in_two_passes(monkeypatch, case):
-    """The dK/dV kernel's two-pass form (dV and dK in separate programs; head dim 256 on a
-    GPU), forced here at head dim 16/32: the same gradients as the reference, with the group
-    split, packed sequences, windows, softcap and dropout."""
-    from hf_stable_attn.kernels import flash_bwd
-
-    monkeypatch.setattr(flash_bwd, "TWO_PASS_HEAD_DIM", 16)
-    if case == "gqa-causal-split2":
-        monkeypatch.setattr(flash_bwd, "group_splits", lambda programs, group, sms: 2)
-        q, k, v = _inputs((2, 37, 4, 16), (2, 45, 2, 16), seed=21)
-        check_case(q, k, v, _masking(causal=True))
-        cu = torch.tensor([0, 20, 37], dtype=torch.int32)
-        cu_k = torch.tensor([0, 25, 45], dtype=torch.int32)
-        check_case(q[0], k[0], v[0], _masking(cu_seqlens_q=cu, cu_seqlens_k=cu_k,
-                                              max_seqlen_q=20, max_seqlen_k=25, causal=True))
-    else:
-        q, k, v = _inputs((1, 35, 2, 24), (1, 41, 2, 24), seed=22)  # padded head dim
-        check_case(q, k, v, _masking(window_left=9, window_right=4, softcap=5.0,
-                                     dropout_p=0.2, seed=7))
-
-
-@interp
 @pytest.mark.parametrize("balance", [True, False], ids=["balanced", "grid-order"])
 @pytest.mark.parametrize("tiles,columns", [(3, 21), (5, 16), (1, 7), (4, 1)])
 def test_scheduled_tile_covers_the_grid_once_heaviest_first(balance, tiles, columns):

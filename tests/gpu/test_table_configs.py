@@ -3,7 +3,8 @@
 The suite runs with the tables' first entries (``HF_STABLE_ATTN_AUTOTUNE=0``) and a tuned run
 launches whichever entry wins on the user's GPU, so the other entries would first run on a
 user's machine. Here each entry of the forward, dQ and dK/dV tables at head dims 64, 128 and 256
-is forced (the Gluon kernels switched off, the table cut to that entry) on a causal GQA call
+is forced (the Gluon kernels switched off, the table cut to that entry, the launcher's earlier
+picks forgotten) on a causal GQA call
 long enough for the TMA entries, with lengths that leave partial tiles, and checked against
 float64 by the flash rule (2x plain bf16's error forward, 3x the gradients).
 """
@@ -45,6 +46,7 @@ def test_table_config_against_float64(part, head_dim, config, monkeypatch):
     if flash_fwd.flash_fwd_hopper is not None:  # Gluon's Hopper kernels off: Triton's run
         monkeypatch.setattr(flash_fwd.flash_fwd_hopper, "ENABLED", False)
     monkeypatch.setitem(LAUNCHES[part].table, block_d(head_dim), [config])
+    monkeypatch.setattr(LAUNCHES[part], "chosen", {})  # a tuned run's pick for this launch key
     clear_plans()
     gen = torch.Generator(device="cuda").manual_seed(head_dim * 131 + sum(config[:4]))
     q, k, v = (torch.randn(1, s, h, head_dim, device="cuda", dtype=torch.bfloat16, generator=gen)
