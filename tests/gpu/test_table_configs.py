@@ -4,9 +4,9 @@ The suite runs with the tables' first entries (``HF_STABLE_ATTN_AUTOTUNE=0``) an
 launches whichever entry wins on the user's GPU, so the other entries would first run on a
 user's machine. Here each entry of the forward, dQ and dK/dV tables at head dims 64, 128 and 256
 is forced (the Gluon kernels switched off, the table cut to that entry, the launcher's earlier
-picks forgotten) on a causal GQA call
-long enough for the TMA entries, with lengths that leave partial tiles, and checked against
-float64 by the flash rule (2x plain bf16's error forward, 3x the gradients).
+picks forgotten) on a causal GQA call long enough for the TMA entries, with lengths that leave
+partial tiles, and checked against float64 by the flash rule (2x plain bf16's error forward, 3x
+the gradients).
 """
 
 from __future__ import annotations
