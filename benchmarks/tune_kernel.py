@@ -45,7 +45,7 @@ from benchmarks.bench_attention import Shape, attention_flops  # noqa: E402
 from hf_stable_attn.kernels._common import TMA_MIN_SEQLEN, tile_config  # noqa: E402
 from hf_stable_attn.shift_rule import shift_params  # noqa: E402
 from hf_stable_attn.testing import (  # noqa: E402
-    attention_oracle, fix_kwargs, launch_kwargs, max_error,
+    fix_kwargs, launch_kwargs, max_error, oracle_with_grads,
 )
 
 PARTS = ("fwd", "fwd_nofix", "dkdv", "dq")
@@ -116,12 +116,10 @@ def make_inputs(shape: Shape, seed: int = 0):
 
 
 def oracle_results(shape: Shape, tensors, dtype: torch.dtype) -> dict:
-    """``attention_oracle`` in ``dtype`` on ``tensors``: ``{"fwd": (out,), "dq": (dq,),
-    "dkdv": (dk, dv)}`` in (B, S, H, D), dK/dV summed over each KV head's group."""
-    q, k, v, dout = (t.detach().requires_grad_() for t in tensors)
-    out = attention_oracle(q, k, v, causal=shape.causal, compute_dtype=dtype)
-    dq, dk, dv = torch.autograd.grad(out, (q, k, v), dout.to(out.dtype))
-    return {"fwd": (out.detach(),), "dq": (dq,), "dkdv": (dk, dv)}
+    """``oracle_with_grads`` in ``dtype`` on ``tensors`` (q, k, v, dout): ``{"fwd": (out,),
+    "dq": (dq,), "dkdv": (dk, dv)}`` in (B, S, H, D), dK/dV summed over each KV head's group."""
+    out, (dq, dk, dv) = oracle_with_grads(*tensors, dtype, causal=shape.causal)
+    return {"fwd": (out,), "dq": (dq,), "dkdv": (dk, dv)}
 
 
 def config_errors(part: str, got, exact: dict, plain: dict) -> dict:

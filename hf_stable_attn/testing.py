@@ -2,8 +2,9 @@
 
 ``attention_oracle`` materializes the full score matrix, in float64 (the ground truth) or in the
 inputs' own dtype (the "same math in plain PyTorch" whose error the rule compares against).
-``check_flash_rule`` is flash-attention's acceptance test: the implementation's error against the
-float64 oracle may be at most ``factor`` times the plain-PyTorch error, plus a small slack.
+``oracle_with_grads`` adds its gradients. ``check_flash_rule`` is flash-attention's acceptance
+test: the implementation's error against the float64 oracle may be at most ``factor`` times the
+plain-PyTorch error, plus a small slack.
 ``launch_kwargs`` and ``fix_kwargs`` give the Triton launchers' keyword arguments for the tests,
 benchmarks and GPU scripts that call them directly.
 """
@@ -101,6 +102,16 @@ def attention_oracle(
     packed = out.new_zeros(q.shape[0], *out.shape[2:])
     packed[: int(cu_seqlens_q[-1])] = out[valid_q]
     return packed
+
+
+def oracle_with_grads(q, k, v, dout, compute_dtype, **mask):
+    """``attention_oracle`` in ``compute_dtype`` and its gradients for the output gradient
+    ``dout``: ``(out, (dq, dk, dv))``, shaped like the inputs and all in ``compute_dtype``: q, k
+    and v are cast before the graph, so float64 gradients are not rounded to the inputs' dtype on
+    the way back. ``mask``: ``attention_oracle``'s keyword arguments."""
+    leaves = [t.detach().to(compute_dtype).requires_grad_() for t in (q, k, v)]
+    out = attention_oracle(*leaves, **mask, compute_dtype=compute_dtype)
+    return out.detach(), torch.autograd.grad(out, leaves, dout.to(compute_dtype))
 
 
 def near_tie_inputs(head_dim: int, seqlen_q: int, seqlen_k: int, seed: int):

@@ -421,6 +421,7 @@ def test_tune_kernel_scores_a_config_against_the_oracles():
     exact = tune_kernel.oracle_results(shape, tensors, torch.float64)
     plain = tune_kernel.oracle_results(shape, tensors, torch.bfloat16)
     assert exact["dkdv"][0].shape == tensors[1].shape  # summed over the KV group
+    assert all(g.dtype == torch.float64 for g in (*exact["dq"], *exact["dkdv"]))  # not rounded
     lse = torch.zeros(2, 4, 48)
     forward, backward = (exact["fwd"][0], lse), (*exact["dq"], *exact["dkdv"])
     for part, got in (("fwd", forward), ("dq", backward), ("dkdv", backward)):
