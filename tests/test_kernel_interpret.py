@@ -57,7 +57,9 @@ if INTERPRETING:
 from hf_stable_attn.dropout import keep_mask  # noqa: E402
 from hf_stable_attn.reference import reference_backward, reference_forward  # noqa: E402
 from hf_stable_attn.shift_rule import row_shift, shift_params  # noqa: E402
-from hf_stable_attn.testing import attention_oracle, check_flash_rule, max_error  # noqa: E402
+from hf_stable_attn.testing import (  # noqa: E402
+    attention_oracle, check_flash_rule, max_error, oracle_with_grads,
+)
 
 
 
@@ -135,13 +137,8 @@ def check_case(q, k, v, m, params=None, grads=True, seed=1):
         assert not torch.isnan(got).any(), name
         assert max_error(got, ref) <= 2 * _ulp_tol(ref), name
 
-    def grads_of(dtype):
-        leaves = [t.detach().to(dtype).requires_grad_() for t in (q, k, v)]
-        o = attention_oracle(*leaves, **oracle, compute_dtype=dtype)
-        o.backward(dout.to(dtype))
-        return [t.grad for t in leaves]
-
-    exact_g, plain_g = grads_of(torch.float64), grads_of(q.dtype)
+    _, exact_g = oracle_with_grads(q, k, v, dout, torch.float64, **oracle)
+    _, plain_g = oracle_with_grads(q, k, v, dout, q.dtype, **oracle)
     for name, got, pl, ex in zip(("dq", "dk", "dv"), (dq, dk, dv), plain_g, exact_g):
         check_flash_rule(name, got, pl, ex, 3.0, slack=2e-3)
     return out, lse

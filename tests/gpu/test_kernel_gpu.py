@@ -29,7 +29,7 @@ if torch.cuda.is_available():
 
 from hf_stable_attn.shift_rule import row_shift, shift_params  # noqa: E402
 from hf_stable_attn.testing import (  # noqa: E402
-    attention_oracle, check_flash_rule, fix_kwargs, launch_kwargs, near_tie_inputs,
+    check_flash_rule, fix_kwargs, launch_kwargs, near_tie_inputs, oracle_with_grads,
 )
 
 HEAD_DIMS = [32, 40, 64, 80, 96, 111, 128, 160, 192, 256]
@@ -71,14 +71,8 @@ def _check_against_float64(q, k, v, m, name):
     dout = torch.randn_like(q)
     dq, dk, dv = flash_attn_bwd(dout, q, k, v, out, lse, **m, deterministic=True)
 
-    def run(dtype):
-        leaves = [t.detach().to(dtype).requires_grad_() for t in (q, k, v)]
-        o = attention_oracle(*leaves, **m, compute_dtype=dtype)
-        o.backward(dout.to(dtype))
-        return o.detach(), [t.grad for t in leaves]
-
-    exact, exact_g = run(torch.float64)
-    plain, plain_g = run(q.dtype)
+    exact, exact_g = oracle_with_grads(q, k, v, dout, torch.float64, **m)
+    plain, plain_g = oracle_with_grads(q, k, v, dout, q.dtype, **m)
     check_flash_rule(f"{name} out", out, plain, exact, 2.0, slack=1e-4)
     for g, got, pl, ex in zip(("dq", "dk", "dv"), (dq, dk, dv), plain_g, exact_g):
         check_flash_rule(f"{name} {g}", got, pl, ex, 3.0, slack=1e-4)

@@ -16,7 +16,7 @@ import torch
 from model_zoo import left_padded_batch, tiny_model
 
 import hf_stable_attn
-from hf_stable_attn.testing import attention_oracle, check_flash_rule
+from hf_stable_attn.testing import check_flash_rule, oracle_with_grads
 
 pytestmark = [
     pytest.mark.gpu,
@@ -41,14 +41,8 @@ def _on_gpu1_from_gpu0(seqlen, hq, hk, head_dim, causal, seed):
 
 
 def _meets_the_float64_rule(leaves, out, dout, causal):
-    def oracle(dtype):
-        inputs = [t.detach().to(dtype).requires_grad_() for t in leaves]
-        o = attention_oracle(*inputs, causal=causal, compute_dtype=dtype)
-        o.backward(dout.to(dtype))
-        return o.detach(), [t.grad for t in inputs]
-
-    exact, exact_grads = oracle(torch.float64)
-    plain, plain_grads = oracle(torch.bfloat16)
+    exact, exact_grads = oracle_with_grads(*leaves, dout, torch.float64, causal=causal)
+    plain, plain_grads = oracle_with_grads(*leaves, dout, torch.bfloat16, causal=causal)
     check_flash_rule("out", out, plain, exact, 2.0, slack=1e-4)
     for name, leaf, pl, ex in zip(("dq", "dk", "dv"), leaves, plain_grads, exact_grads):
         check_flash_rule(name, leaf.grad, pl, ex, 3.0, slack=1e-4)

@@ -24,7 +24,7 @@ from hf_stable_attn.kernels._common import TMA_MIN_SEQLEN, block_d, tile_config 
 from hf_stable_attn.kernels._ptxas import two_stage_tma_ok  # noqa: E402
 from hf_stable_attn.shift_rule import shift_params  # noqa: E402
 from hf_stable_attn.testing import (  # noqa: E402
-    attention_oracle, check_flash_rule, fix_kwargs, launch_kwargs,
+    check_flash_rule, fix_kwargs, launch_kwargs, oracle_with_grads,
 )
 
 LAUNCHES = {"fwd": flash_fwd._fwd_launch, "dq": flash_bwd._dq_launch,
@@ -60,13 +60,8 @@ def test_table_config_against_float64(part, head_dim, config, monkeypatch):
         clear_plans()
     assert LAUNCHES[part].last == config  # the forced entry ran
 
-    def oracle(dtype):
-        leaves = [t.detach().to(dtype).requires_grad_() for t in (q, k, v)]
-        o = attention_oracle(*leaves, causal=True, compute_dtype=dtype)
-        o.backward(dout.to(dtype))
-        return o.detach(), [t.grad for t in leaves]
-
-    (exact, exact_g), (plain, plain_g) = oracle(torch.float64), oracle(torch.bfloat16)
+    exact, exact_g = oracle_with_grads(q, k, v, dout, torch.float64, causal=True)
+    plain, plain_g = oracle_with_grads(q, k, v, dout, torch.bfloat16, causal=True)
     if part == "fwd":
         check_flash_rule("out", out, plain, exact, 2.0, slack=1e-4)
         return
