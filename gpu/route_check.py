@@ -92,8 +92,14 @@ def backward_routes(dout, q, k, v, out, lse, kw, causal):
             (lambda a=a, b=b: run(a, b)) for a in (False, True) for b in (False, True)}
 
 
-def measure(kind, s, d, causal, rounds, heads_kv=None):
-    batch, hq = 4, (16 if d == 128 else 32)
+def query_heads(head_dim: int) -> int:
+    """Query heads of the checked shapes: 16 at D128, 32 at D64 (model width 2048)."""
+    return 16 if head_dim == 128 else 32
+
+
+def measure(kind, s, d, causal, heads_kv, rounds):
+    """One shape's variants of ``kind`` timed; ``heads_kv`` None: MHA forward, GQA 8:1 backward."""
+    batch, hq = 4, query_heads(d)
     hk = heads_kv or (hq if kind == "fwd" else hq // 8)
     q, k, v, dout = draw(batch, s, hq, d, 1), draw(batch, s, hk, d, 2), draw(batch, s, hk, d, 3), \
         draw(batch, s, hq, d, 4)
@@ -127,8 +133,8 @@ def main() -> None:
     result = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, timings=[])
     plan = [(kind, s, d, causal == "true", heads_kv) for kind in args.kinds
             for s in args.seqlens for d in args.head_dims for causal in args.causal
-            for heads_kv in ((None, (16 if d == 128 else 32)) if kind == "routes" else (None,))]
-    time_within_budget(plan, lambda item: measure(*item[:4], args.rounds, item[4]), result,
+            for heads_kv in ((None, query_heads(d)) if kind == "routes" else (None,))]
+    time_within_budget(plan, lambda item: measure(*item, args.rounds), result,
                        args.out, args.budget_s, t0, ("kind", "shape", "tflops"))
 
 
