@@ -18,8 +18,9 @@ are recorded with their error.
 ``--check`` also scores each config's result against a float64 oracle on the timed inputs:
 ``err`` is the largest error of what the part computes (the forward's output; dQ; dK and dV),
 ``plain_err`` that of the same math in plain PyTorch in bf16, ``flash_rule`` whether
-``err <= 2 x plain_err`` (forward) or ``3 x`` (gradients) plus 1e-5, the suite's factors. Configs no test
-launches (most table entries lose the tuner's pick) are checked this way on the GPU.
+``err <= 2 x plain_err`` (forward) or ``3 x`` (gradients) plus 1e-5, the suite's factors: a
+candidate config (one not in the tables, which ``tests/gpu/test_table_configs.py`` checks) is
+checked on the shapes it is timed on.
 
 Run: ``PYTHONPATH=$PWD python -m benchmarks.tune_kernel --out tune.json [--kernels PKG]``.
 """
