@@ -55,6 +55,14 @@ def seeded_jit(fn):
     return triton.jit(fn, do_not_specialize=["seed"])
 
 
+def runtime_ints_jit(kernel, names: tuple[str, ...]):
+    """A second ``triton.jit`` of ``kernel``'s function (a ``seeded_jit`` one) that is not
+    specialized on the int arguments ``names`` either: Triton compiles an int equal to 1 as the
+    constant 1, and a loop over such a count as straight code, which at some tile shapes
+    schedules worse (``TiledLaunch``'s ``variants``)."""
+    return triton.jit(kernel.fn, do_not_specialize=["seed", *names])
+
+
 @triton.jit
 def rounded(x, dtype: tl.constexpr):
     """fp32 ``x`` in ``dtype``, rounded to nearest even, as ``x.to(dtype)`` compiles on a GPU.
@@ -397,11 +405,14 @@ class TiledLaunch:
     dtype and every flag). The kernel's compile-time parameters must follow its runtime ones
     (``args``), as in all ours. The launches that may compile run under
     ``_ptxas.ptxas_for_compile``. ``last`` is the config of the latest call (None before
-    the first), which benchmarks record beside their timings.
+    the first), which benchmarks record beside their timings. ``variants`` (padded head dim ->
+    kernel) names another compile of ``kernel``'s function that those head dims launch instead
+    (``runtime_ints_jit``).
     """
 
-    def __init__(self, kernel, table):
+    def __init__(self, kernel, table, variants=None):
         self.kernel, self.table = kernel, table
+        self.variants = variants or {}
         self.chosen, self.compiled, self.timings = {}, {}, {}
         self.last = None
         params = getattr(kernel, "params", [])
@@ -417,7 +428,7 @@ class TiledLaunch:
         the interpreter)."""
         if INTERPRET:
             self.last = tile_config(INTERPRET_CONFIG)
-            return self.launch(grid, key, args, flags, self.last)
+            return self.launch(grid, key, args, flags, self.last, block_d)
         with on_device_of(args[0]):
             if not AUTOTUNE:
                 config = next(c for c in map(tile_config, self.table[block_d])
@@ -428,7 +439,11 @@ class TiledLaunch:
                     config = self.chosen[key] = self.tune(grid, block_d, key, args, flags,
                                                           tma_ok)
             self.last = config
-            return self.launch(grid, key, args, flags, config)
+            return self.launch(grid, key, args, flags, config, block_d)
+
+    def kernel_for(self, block_d: int | None):
+        """The kernel that launches for padded head dim ``block_d``."""
+        return self.variants.get(block_d, self.kernel)
 
     def tune(self, grid, block_d, key, args, flags, tma_ok) -> tuple:
         """The config ``key`` launches with: the only candidate, the pick saved on disk, or the
@@ -438,26 +453,29 @@ class TiledLaunch:
         if len(configs) == 1:
             return configs[0]
         device = torch.cuda.get_device_name(args[0].device)
-        pick = _tuning.load_pick(self.kernel, key, configs, device) if AUTOTUNE_CACHE else None
+        kernel = self.kernel_for(block_d)
+        pick = _tuning.load_pick(kernel, key, configs, device) if AUTOTUNE_CACHE else None
         if pick is None:
-            self.timings[key] = _tuning.time_rounds(
-                configs, lambda c: functools.partial(self.launch, grid, key, args, flags, c))
-            pick = (_tuning.save_pick(self.kernel, key, configs, device, self.timings[key])
+            self.timings[key] = _tuning.time_rounds(configs, lambda c: functools.partial(
+                self.launch, grid, key, args, flags, c, block_d=block_d))
+            pick = (_tuning.save_pick(kernel, key, configs, device, self.timings[key])
                     if AUTOTUNE_CACHE else min(self.timings[key], key=self.timings[key].get))
         return pick
 
-    def launch(self, grid, key, args, flags, config):
-        """One launch with ``config`` (a ``tile_config`` tuple); returns the compiled kernel it
-        ran (None under the interpreter)."""
+    def launch(self, grid, key, args, flags, config, block_d=None):
+        """One launch with ``config`` (a ``tile_config`` tuple) of ``kernel_for(block_d)``;
+        returns the compiled kernel it ran (None under the interpreter). ``key`` must tell the
+        head dims apart (the compiled kernels are kept by it)."""
         meta = tile_meta(config)
+        kernel = self.kernel_for(block_d)
         if INTERPRET:
-            self.kernel[grid](*args, **flags, **meta)
+            kernel[grid](*args, **flags, **meta)
             return None
         exact = (key, config, args[0].device, specialization(args))
         compiled = self.compiled.get(exact)
         if compiled is None:
             with ptxas_for_compile():
-                compiled = self.compiled[exact] = self.kernel[grid](*args, **flags, **meta)
+                compiled = self.compiled[exact] = kernel[grid](*args, **flags, **meta)
         else:
             runner, values = self.bound(compiled, grid, {**flags, **meta})
             runner(*args, *values)

@@ -6,9 +6,9 @@ median over the rounds wins. Triton's autotuner, which picked up to v15, times i
 after another, once each; on an H100 its picks changed from one fresh process to the next (the
 same in 16 of 24 shape-kernel pairs), ours far less often (the same in 22 of 24). Against the
 whole call timed after minutes of work, both cost about 1% on average and a few percent on some
-pairs (docs/kernel_notes.md, v16a). The picks go to Triton's cache directory, keyed by Triton, the
-kernel's source, the GPU, the ptxas, the launch key and the candidates, so later processes reuse
-them.
+pairs (docs/kernel_notes.md, v16a). The picks go to Triton's cache directory, keyed by Triton,
+the kernel's source and the arguments it is not specialized on, the GPU, the ptxas, the launch
+key and the candidates, so later processes reuse them.
 """
 
 from __future__ import annotations
@@ -73,7 +73,8 @@ def time_rounds(configs: list[Config], launcher: Callable[[Config], Callable[[],
 
 def _cache_file(kernel, key: tuple, configs: list[Config], device_name: str):
     """(cache manager, file name) of the pick for ``key`` among ``configs``."""
-    parts = [triton_key(), kernel.cache_key, device_name, str(release(compiling_ptxas())),
+    parts = [triton_key(), kernel.cache_key, repr(getattr(kernel, "do_not_specialize", [])),
+             device_name, str(release(compiling_ptxas())),
              repr(key), repr(configs), f"rounds={ROUNDS},{WARMUP_MS},{REP_MS}"]
     digest = hashlib.sha256("-".join(parts).encode()).hexdigest()
     return get_cache_manager(digest), f"{kernel.__name__[:150]}.tiles.json"

@@ -27,8 +27,8 @@ from . import _prepared
 from ._common import (
     COMPILE_OPTIONS, INTERPRET, LOG2E, TiledLaunch, block_d, ceil_div, check_grid, dot,
     keep_mask, head_sources, key_mask_args, key_tiles, last_dim_contiguous, load_rows,
-    lse_layout, on_device_of, rounded, scheduled_tile, scores, seq_bucket, seq_layout,
-    seeded_jit, sequence_bounds, sm_count, tma_ready, visible,
+    lse_layout, on_device_of, rounded, runtime_ints_jit, scheduled_tile, scores, seq_bucket,
+    seq_layout, seeded_jit, sequence_bounds, sm_count, tma_ready, visible,
 )
 
 try:
@@ -338,7 +338,14 @@ _DQ_CONFIGS = {
           (64, 64, 4, 2), (64, 32, 4, 3, True)],
     256: [(128, 32, 8, 3), (64, 32, 4, 3), (64, 64, 4, 2), (128, 32, 8, 2)],
 }
-_dkdv_launch = TiledLaunch(_dkdv_kernel, _DKDV_CONFIGS)
+# Head dim 256 launches the dK/dV compiled with ``group`` and ``splits`` as runtime ints even
+# when they are 1 (MHA): on an H200 (S 4096, causal MHA) the whole backward ran 8-19% faster at
+# three of the table's four entries than with the kernel specialized on them (level at
+# (32, 64, 8, 2), and without a mask); at head dim 64 the same change ran 1-14% slower per
+# entry, at 128 the best entry 1% slower (docs/kernel_notes.md, v43b, sessions 43-44).
+_dkdv_kernel_runtime_group = runtime_ints_jit(_dkdv_kernel, ("group", "splits"))
+_dkdv_launch = TiledLaunch(_dkdv_kernel, _DKDV_CONFIGS,
+                           variants={256: _dkdv_kernel_runtime_group})
 _dq_launch = TiledLaunch(_dq_kernel, _DQ_CONFIGS)
 
 

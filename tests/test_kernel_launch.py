@@ -114,6 +114,52 @@ def _grid(meta):
     return (128 // meta["BLOCK_M"], 3)
 
 
+@pytest.mark.parametrize("autotune", [False, True], ids=["table", "tuned"])
+def test_a_head_dims_variant_kernel_launches_in_its_place(monkeypatch, tmp_path, autotune):
+    """``variants``: head dim 256 launches (and is tuned and its pick saved with) its own kernel,
+    head dim 64 the launcher's."""
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(_common, "AUTOTUNE", autotune)
+    monkeypatch.setattr(_common, "INTERPRET", False)
+    table = {64: TABLE[64], 256: [(64, 64, 8, 2), (32, 64, 8, 3)]}
+    _fake_timings(monkeypatch, {tile_config(c): 1.0 + i for d in table
+                                for i, c in enumerate(table[d])})
+    kernel, variant = _Kernel(), _Kernel()
+    variant.do_not_specialize = ["seed", "group"]
+    launch = TiledLaunch(kernel, table, variants={256: variant})
+    launch(_grid, 256, ("key", 256), (X,), {"FLAG": True})
+    assert kernel.launches == [] and len(variant.launches) == (2 if autotune else 1)
+    launch(_grid, 64, ("key", 64), (X,), {"FLAG": True})
+    assert len(kernel.launches) == (2 if autotune else 1)
+    assert len(variant.launches) == (2 if autotune else 1)
+    assert launch.kernel_for(256) is variant and launch.kernel_for(64) is kernel
+
+
+def test_a_saved_pick_belongs_to_the_arguments_the_kernel_specializes_on(monkeypatch, tmp_path):
+    """A kernel compiled without specializing some ints (``runtime_ints_jit``) has the same
+    source as the one that does, but its picks are its own."""
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
+    specialized, runtime_ints = _Kernel(), _Kernel()
+    runtime_ints.do_not_specialize = ["seed", "group"]
+    configs = [tile_config(c) for c in TABLE[64]]
+    files = {_tuning._cache_file(k, ("key",), configs, "GPU")[0].cache_dir
+             for k in (specialized, runtime_ints)}
+    assert len(files) == 2
+
+
+def test_the_d256_dkdv_launches_a_kernel_not_specialized_on_the_group():
+    """Head dim 256's dK/dV compiles ``group`` and ``splits`` as runtime ints (v43b); the other
+    head dims keep Triton's specialization of ints equal to 1."""
+    from hf_stable_attn.kernels import flash_bwd
+
+    launch = flash_bwd._dkdv_launch
+    assert {"group", "splits"} <= set(launch.kernel_for(256).do_not_specialize)
+    for head_dim in (16, 32, 64, 128):
+        assert launch.kernel_for(head_dim) is flash_bwd._dkdv_kernel
+        assert "group" not in launch.kernel_for(head_dim).do_not_specialize
+    assert launch.kernel_for(256).fn is flash_bwd._dkdv_kernel.fn
+
+
 def test_later_launches_with_the_same_specialization_call_the_compiled_kernel(monkeypatch):
     monkeypatch.setattr(_common, "AUTOTUNE", False)
     monkeypatch.setattr(_common, "INTERPRET", False)

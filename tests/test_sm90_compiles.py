@@ -91,7 +91,7 @@ def test_the_triton_kernels_compile(launch, head_dim, config):
                           HAS_SINKS=head_dim == 64)
     if launch is flash_bwd._dq_launch:  # the row sums of P * dP, as attention sinks take them
         constexprs.update(ROWSUM_P_DP=head_dim == 64)
-    compiled = compile_sm90(launch.kernel, constexprs, warps, stages)
+    compiled = compile_sm90(launch.kernel_for(head_dim), constexprs, warps, stages)
     assert compiled.metadata.num_warps == warps
 
 
