@@ -57,9 +57,9 @@ def seeded_jit(fn):
 
 def runtime_ints_jit(kernel, names: tuple[str, ...]):
     """A second ``triton.jit`` of ``kernel``'s function (a ``seeded_jit`` one) that is not
-    specialized on the int arguments ``names`` either: Triton compiles an int equal to 1 as the
-    constant 1, and a loop over such a count as straight code, which at some tile shapes
-    schedules worse (``TiledLaunch``'s ``variants``)."""
+    specialized on the int arguments ``names`` either. Triton compiles an int argument equal to 1
+    as the constant 1 (a loop over such a count becomes straight code); that compile ran head
+    dim 256's dK/dV slower (docs/kernel_notes.md, v43b). For ``TiledLaunch``'s ``variants``."""
     return triton.jit(kernel.fn, do_not_specialize=["seed", *names])
 
 
