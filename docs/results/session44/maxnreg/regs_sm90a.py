@@ -53,18 +53,26 @@ def ptxas_info(ptx):
 
 
 KERNELS = (
-    ("fwd", flash_fwd._fwd_launch, (), dict(STABILIZE=True, SHIFT_SINGLE=False,
-                                           RETURN_SHIFT=False, HAS_SINKS=False)),
+    ("fwd", flash_fwd._fwd_launch, ("group",), dict(STABILIZE=True, SHIFT_SINGLE=False,
+                                                   RETURN_SHIFT=False, HAS_SINKS=False)),
     ("dq", flash_bwd._dq_launch, ("group",), dict(ROWSUM_P_DP=False)),
     ("dkdv", flash_bwd._dkdv_launch, ("group", "splits"), {}),
 )
-for name, launch, ones, extra in KERNELS:
-    for bm, bn, w, s, tma in map(tile_config, launch.table[HEAD_DIM]):
-        for cap in (None, 168, 128):
-            cx = dict(CAUSAL_FLAGS, BLOCK_D=HEAD_DIM, BLOCK_M=bm, BLOCK_N=bn, USE_TMA=tma, **extra)
-            k = compile_capped(launch.kernel_for(HEAD_DIM), cx, w, s, cap, ones)
-            regs, spills = ptxas_info(k.asm["ptx"])
-            shared = k.metadata.shared
-            per_sm = min(65536 // (regs * w * 32), 233472 // (shared + 1024), 64 // w)
-            print(name, (bm, bn, w, s, tma), "maxnreg", cap, "registers", regs, "spill bytes",
-                  spills, "shared", shared, "programs/SM <=", per_sm, flush=True)
+
+
+def main():
+    for name, launch, ones, extra in KERNELS:
+        for bm, bn, w, s, tma in map(tile_config, launch.table[HEAD_DIM]):
+            for cap in (None, 168, 128):
+                cx = dict(CAUSAL_FLAGS, BLOCK_D=HEAD_DIM, BLOCK_M=bm, BLOCK_N=bn, USE_TMA=tma,
+                          **extra)
+                k = compile_capped(launch.kernel_for(HEAD_DIM), cx, w, s, cap, ones)
+                regs, spills = ptxas_info(k.asm["ptx"])
+                shared = k.metadata.shared
+                per_sm = min(65536 // (regs * w * 32), 233472 // (shared + 1024), 64 // w)
+                print(name, (bm, bn, w, s, tma), "maxnreg", cap, "registers", regs, "spill bytes",
+                      spills, "shared", shared, "programs/SM <=", per_sm, flush=True)
+
+
+if __name__ == "__main__":
+    main()
