@@ -40,11 +40,12 @@ POINTERS = {"LSE": "*fp32", "SHIFT": "*fp32", "DELTA": "*fp32", "P_DP": "*fp32",
 
 
 def compile_sm90(kernel, constexprs: dict, num_warps: int = 4, num_stages: int = 1,
-                 pointers: dict | None = None):
+                 pointers: dict | None = None, **options):
     """``kernel`` (a Triton or Gluon JIT function) compiled for sm_90 with bf16 tensors (other
     types from ``POINTERS`` and ``pointers``), int32 scalars (the dropout seed int64) and
     16-divisible strides, as a launch on contiguous tensors specializes it, with the options
-    every launch passes (``COMPILE_OPTIONS``)."""
+    every launch passes (``COMPILE_OPTIONS``) and ``options`` (e.g. ``maxnreg``). An int
+    argument named in ``constexprs`` compiles as that constant (as Triton specializes 1)."""
     types = {**POINTERS, **(pointers or {})}
     signature, attrs = {}, {}
     for i, param in enumerate(kernel.params):
@@ -65,7 +66,7 @@ def compile_sm90(kernel, constexprs: dict, num_warps: int = 4, num_stages: int =
                                                                      attrs)
     return triton_compile(source, target=SM90,
                           options=dict(num_warps=num_warps, num_stages=num_stages,
-                                       **COMPILE_OPTIONS))
+                                       **COMPILE_OPTIONS, **options))
 
 
 # A causal call without dropout, softcap or padding (what training a decoder runs).

@@ -9,38 +9,19 @@ import re
 import subprocess
 import tempfile
 
-from triton import compile as triton_compile
-from triton.compiler import ASTSource
-
 from hf_stable_attn.kernels import flash_bwd, flash_fwd
-from hf_stable_attn.kernels._common import COMPILE_OPTIONS, tile_config
-from tests.test_sm90_compiles import CAUSAL_FLAGS, FLOATS, POINTERS, SM90
+from hf_stable_attn.kernels._common import tile_config
+from tests.test_sm90_compiles import CAUSAL_FLAGS, compile_sm90
 
 BIN = os.path.dirname(__import__("triton").__file__) + "/backends/nvidia/bin/"
 HEAD_DIM = 64
 
 
 def compile_capped(kernel, constexprs, warps, stages, maxnreg, ones):
-    signature, attrs = {}, {}
-    for i, p in enumerate(kernel.params):
-        n = p.name
-        if n in constexprs or n in ones:
-            signature[n] = "constexpr"
-            constexprs.setdefault(n, 1)
-        elif n.isupper():
-            signature[n] = POINTERS.get(n, "*bf16")
-            attrs[(i,)] = [["tt.divisibility", 16]]
-        elif n in FLOATS:
-            signature[n] = "fp32"
-        else:
-            signature[n] = "i64" if n == "seed" else "i32"
-            if n.startswith("stride") and n != "stride_lh":
-                attrs[(i,)] = [["tt.divisibility", 16]]
-    options = dict(num_warps=warps, num_stages=stages, **COMPILE_OPTIONS)
-    if maxnreg:
-        options["maxnreg"] = maxnreg
-    return triton_compile(ASTSource(kernel, signature, constexprs, attrs), target=SM90,
-                          options=options)
+    """``compile_sm90`` with the int arguments ``ones`` specialized to 1 and a register cap."""
+    options = {"maxnreg": maxnreg} if maxnreg else {}
+    return compile_sm90(kernel, {**constexprs, **dict.fromkeys(ones, 1)}, warps, stages,
+                        **options)
 
 
 def ptxas_info(ptx):
