@@ -467,15 +467,15 @@ class TiledLaunch:
         returns the compiled kernel it ran (None under the interpreter). ``key`` must tell the
         head dims apart (the compiled kernels are kept by it)."""
         meta = tile_meta(config)
-        kernel = self.kernel_for(block_d)
         if INTERPRET:
-            kernel[grid](*args, **flags, **meta)
+            self.kernel_for(block_d)[grid](*args, **flags, **meta)
             return None
         exact = (key, config, args[0].device, specialization(args))
         compiled = self.compiled.get(exact)
         if compiled is None:
             with ptxas_for_compile():
-                compiled = self.compiled[exact] = kernel[grid](*args, **flags, **meta)
+                compiled = self.compiled[exact] = self.kernel_for(block_d)[grid](
+                    *args, **flags, **meta)
         else:
             runner, values = self.bound(compiled, grid, {**flags, **meta})
             runner(*args, *values)

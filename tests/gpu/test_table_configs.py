@@ -19,7 +19,7 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
 ]
 
-from hf_stable_attn.kernels import clear_plans, flash_bwd, flash_fwd  # noqa: E402
+from hf_stable_attn.kernels import LAUNCHES, clear_plans, flash_bwd, flash_fwd  # noqa: E402
 from hf_stable_attn.kernels._common import TMA_MIN_SEQLEN, block_d, tile_config  # noqa: E402
 from hf_stable_attn.kernels._ptxas import two_stage_tma_ok  # noqa: E402
 from hf_stable_attn.shift_rule import shift_params  # noqa: E402
@@ -27,8 +27,6 @@ from hf_stable_attn.testing import (  # noqa: E402
     check_flash_rule, fix_kwargs, launch_kwargs, oracle_with_grads,
 )
 
-LAUNCHES = {"fwd": flash_fwd._fwd_launch, "dq": flash_bwd._dq_launch,
-            "dkdv": flash_bwd._dkdv_launch}
 SEQLEN_Q, SEQLEN_K = TMA_MIN_SEQLEN + 77, TMA_MIN_SEQLEN + 141  # partial last tiles
 
 
