@@ -5,7 +5,6 @@ repository root: PYTHONPATH=$PWD python docs/results/session44/d256_fwd_dq_speci
 (output in the .log beside it)."""
 import importlib.util
 
-from hf_stable_attn.kernels import flash_bwd, flash_fwd
 from hf_stable_attn.kernels._common import tile_config
 from tests.test_sm90_compiles import CAUSAL_FLAGS
 
@@ -14,9 +13,7 @@ spec = importlib.util.spec_from_file_location(
 regs_sm90a = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(regs_sm90a)
 
-FORWARD = dict(STABILIZE=True, SHIFT_SINGLE=False, RETURN_SHIFT=False, HAS_SINKS=False)
-for name, launch, extra in (("fwd", flash_fwd._fwd_launch, FORWARD),
-                            ("dq", flash_bwd._dq_launch, dict(ROWSUM_P_DP=False))):
+for name, launch, _, extra in regs_sm90a.KERNELS[:2]:  # the forward and the dQ
     for bm, bn, w, s, tma in map(tile_config, launch.table[256]):
         for ones in (("group",), ()):
             cx = dict(CAUSAL_FLAGS, BLOCK_D=256, BLOCK_M=bm, BLOCK_N=bn, USE_TMA=tma, **extra)

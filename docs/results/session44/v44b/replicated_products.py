@@ -4,20 +4,22 @@ read from the TTGIR compiled for sm_90a on the CPU. Columns: head dim, kernel, e
 replicated products as (tile, warps per CTA, instruction N, row factor, column factor). Run from
 the repository root: PYTHONPATH=$PWD python docs/results/session44/v44b/replicated_products.py
 (output in replicated_products.log; session 44)."""
+import importlib.util
 import re
 
-from hf_stable_attn.kernels import flash_bwd, flash_fwd
 from hf_stable_attn.kernels._common import tile_config
 from tests.test_sm90_compiles import CAUSAL_FLAGS, compile_sm90
+
+spec = importlib.util.spec_from_file_location(
+    "regs_sm90a", "docs/results/session44/maxnreg/regs_sm90a.py")
+regs_sm90a = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(regs_sm90a)
 
 MMA = re.compile(r"^(#mma\d*) = #ttg.nvidia_mma<\{[^}]*warpsPerCTA = \[(\d+), (\d+)\], "
                  r"instrShape = \[(\d+), (\d+), (\d+)\]", re.M)
 DOT = re.compile(r"warp_group_dot .*-> tensor<(\d+)x(\d+)xf32, (#mma\d*)>")
-FORWARD = dict(STABILIZE=True, SHIFT_SINGLE=False, RETURN_SHIFT=False, HAS_SINKS=False)
-KERNELS = (("fwd", flash_fwd._fwd_launch, FORWARD), ("dq", flash_bwd._dq_launch,
-           dict(ROWSUM_P_DP=False)), ("dkdv", flash_bwd._dkdv_launch, {}))
 for hd in (64, 128, 256):
-    for name, launch, extra in KERNELS:
+    for name, launch, _, extra in regs_sm90a.KERNELS:
         for bm, bn, w, s, tma in map(tile_config, launch.table[hd]):
             cx = dict(CAUSAL_FLAGS, BLOCK_D=hd, BLOCK_M=bm, BLOCK_N=bn, USE_TMA=tma, **extra)
             ttgir = compile_sm90(launch.kernel_for(hd), cx, w, s).asm["ttgir"]
