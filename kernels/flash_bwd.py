@@ -47,12 +47,21 @@ def _dkdv_tiles(
     MASKED: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
     HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, HAS_KPM: tl.constexpr,
     DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_M: tl.constexpr, USE_TMA: tl.constexpr,
+    ROWS_FIRST: tl.constexpr,
 ):
     """Query tiles ``[lo, hi)`` of one head against a resident key tile, in the transposed
-    orientation (scores as (BLOCK_N, BLOCK_M)) so no register tile needs a transpose.
-    Unmasked tiles lie inside the sequence and the window; with HAS_KPM, keys whose
-    ``key_ok`` (BLOCK_N,) is false get no probability in any tile. Q/dO come from TMA descriptors
-    ``q_src``/``do_src`` (this sequence's rows) when USE_TMA, else from pointers at those bases."""
+    orientation (scores as (BLOCK_N, BLOCK_M)) so no register tile needs a transpose, or with
+    ROWS_FIRST in ``_dkdv_tiles_rows_first``'s. Unmasked tiles lie inside the sequence and the
+    window; with HAS_KPM, keys whose ``key_ok`` (BLOCK_N,) is false get no probability in any
+    tile. Q/dO come from TMA descriptors ``q_src``/``do_src`` (this sequence's rows) when
+    USE_TMA, else from pointers at those bases."""
+    if ROWS_FIRST:
+        return _dkdv_tiles_rows_first(
+            dk, dv, k, v, key_ok, q_src, do_src, LSE, DELTA, l_base, stride_qs, stride_ds,
+            offs_n, offs_d, d_ok, b, h, lo, hi, seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k,
+            num_heads_q, qk_scale, softcap, window_left, window_right, dropout_p, drop_scale,
+            seed, MASKED, HAS_WL, HAS_WR, HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D,
+            BLOCK_M, USE_TMA)
     offs_m0 = tl.arange(0, BLOCK_M)
     for start_m in range(lo, hi, BLOCK_M):
         offs_m = start_m + offs_m0
@@ -93,6 +102,60 @@ def _dkdv_tiles(
     return dk, dv
 
 
+@triton.jit
+def _dkdv_tiles_rows_first(
+    dk, dv, k, v, key_ok, q_src, do_src, LSE, DELTA, l_base, stride_qs, stride_ds,
+    offs_n, offs_d, d_ok, b, h, lo, hi, seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k,
+    num_heads_q, qk_scale, softcap, window_left, window_right, dropout_p, drop_scale, seed,
+    MASKED: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
+    HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, HAS_KPM: tl.constexpr,
+    DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_M: tl.constexpr, USE_TMA: tl.constexpr,
+):
+    """``_dkdv_tiles`` with the scores as (BLOCK_M, BLOCK_N): S = Q K^T and dP = dO V^T, then
+    P^T and dS^T as the A operands of dV and dK (a layout change through shared memory). With
+    BLOCK_M 128 and 8 warps each warpgroup computes 64 query rows of S once, where the
+    transposed orientation's (64, 64) scores are computed by both warpgroups (v44b)."""
+    offs_m0 = tl.arange(0, BLOCK_M)
+    for start_m in range(lo, hi, BLOCK_M):
+        offs_m = start_m + offs_m0
+        row_ok = offs_m < seqlen_q
+        rows = offs_m.to(tl.int64)
+        q = load_rows(q_src, start_m, rows, row_ok, stride_qs, offs_d, d_ok, MASKED, EVEN_D,
+                      USE_TMA)
+        do = load_rows(do_src, start_m, rows, row_ok, stride_ds, offs_d, d_ok, MASKED, EVEN_D,
+                       USE_TMA)
+        if MASKED:
+            lse2 = tl.load(LSE + l_base + offs_m, mask=row_ok, other=float("inf")) * LOG2E_C
+            delta = tl.load(DELTA + l_base + offs_m, mask=row_ok, other=0.0)
+        else:
+            lse2 = tl.load(LSE + l_base + offs_m) * LOG2E_C
+            delta = tl.load(DELTA + l_base + offs_m)
+
+        s = scores(dot(q, tl.trans(k), DOT_FP32), qk_scale, softcap, HAS_SOFTCAP)  # (M, N)
+        p = tl.exp2(s - lse2[:, None])
+        if MASKED:
+            ok = visible(offs_m, offs_n, seqlen_q, seqlen_k, window_left, window_right,
+                         HAS_WL, HAS_WR)
+            p = tl.where(ok, p, 0.0)
+        if HAS_KPM:
+            p = tl.where(key_ok[None, :], p, 0.0)
+        dp = dot(do, tl.trans(v), DOT_FP32)  # (M, N)
+        if HAS_DROPOUT:
+            keep = keep_mask(seed, dropout_p, b, h, num_heads_q, max_seqlen_q, max_seqlen_k,
+                             offs_m, offs_n)
+            dv += dot(tl.trans(rounded(tl.where(keep, p * drop_scale, 0.0), do.dtype)), do,
+                      DOT_FP32)
+            dp = tl.where(keep, dp * drop_scale, 0.0)
+        else:
+            dv += dot(tl.trans(rounded(p, do.dtype)), do, DOT_FP32)
+        ds = p * (dp - delta[:, None])
+        if HAS_SOFTCAP:
+            t = s * (1.0 / (softcap * LOG2E_C))
+            ds = ds * (1.0 - t * t)
+        dk += dot(tl.trans(rounded(ds, q.dtype)), q, DOT_FP32)
+    return dk, dv
+
+
 @seeded_jit
 def _dkdv_kernel(
     Q, K, V, DO, LSE, DELTA, DK, DV, CU_Q, CU_K, KPM,
@@ -112,6 +175,7 @@ def _dkdv_kernel(
     HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, HAS_KPM: tl.constexpr,
     DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_D: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr,
+    ROWS_FIRST_MIN_M: tl.constexpr,
 ):
     # In the grid's own order: each column's heaviest key tile (a causal mask's first) starts
     # first already; the balanced order measured no faster here (docs/kernel_notes.md, v17a).
@@ -164,6 +228,7 @@ def _dkdv_kernel(
     consts = (seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k, num_heads_q, qk_scale, softcap,
               window_left, window_right, dropout_p, drop_scale, seed)
     heads_per_split = group // splits
+    ROWS_FIRST: tl.constexpr = ROWS_FIRST_MIN_M > 0 and BLOCK_M >= ROWS_FIRST_MIN_M
     for g in range(split * heads_per_split, (split + 1) * heads_per_split):
         h = hk * group + g
         q_src, do_src = head_sources(Q, DO, b64, h, q_start, stride_qb, stride_qh, stride_qs,
@@ -173,11 +238,14 @@ def _dkdv_kernel(
         args = (k, v, key_ok, q_src, do_src, LSE, DELTA, l_base, stride_qs, stride_ds,
                 offs_n, offs_d, d_ok, b, h)
         dk, dv = _dkdv_tiles(dk, dv, *args, lo, full_lo, *consts, True, HAS_WL, HAS_WR,
-                             HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_M, USE_TMA)
+                             HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_M, USE_TMA,
+                             ROWS_FIRST)
         dk, dv = _dkdv_tiles(dk, dv, *args, full_lo, full_hi, *consts, False, HAS_WL, HAS_WR,
-                             HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_M, USE_TMA)
+                             HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_M, USE_TMA,
+                             ROWS_FIRST)
         dk, dv = _dkdv_tiles(dk, dv, *args, full_hi, hi, *consts, True, HAS_WL, HAS_WR,
-                             HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_M, USE_TMA)
+                             HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_M, USE_TMA,
+                             ROWS_FIRST)
 
     dk = dk * softmax_scale
     dk_ptrs = (DK + split * stride_split_dk + b64 * stride_dkb + hk * stride_dkh
@@ -328,8 +396,17 @@ _DKDV_CONFIGS = {
          (32, 64, 4, 3, True)],
     128: [(32, 64, 4, 3, True), (64, 128, 8, 3), (32, 64, 4, 3), (64, 64, 4, 2),
           (64, 128, 8, 3, True)],
-    256: [(64, 64, 8, 2), (32, 64, 8, 3), (32, 64, 8, 2), (64, 64, 8, 2, True)],
+    256: [(128, 64, 8, 1), (128, 64, 8, 1, True), (64, 64, 8, 2), (32, 64, 8, 3),
+          (32, 64, 8, 2), (64, 64, 8, 2, True)],
 }
+# Padded head dim -> the smallest BLOCK_M whose dK/dV tiles compute the scores rows first
+# (``_dkdv_tiles_rows_first``); other head dims and tiles compute them transposed. At 128 rows
+# and 8 warps each warpgroup computes its own 64 rows of S and dP, where the transposed (64, 64)
+# scores are computed by both warpgroups; head dim 256's backward ran 18-20% faster on an H200
+# with its 128-row entries (S 4096, docs/kernel_notes.md, v44b, session 45). Its 32-row entries
+# rows first gave gradients up to 4x less accurate on that GPU (not on the interpreter): keep
+# rows first to tiles of at least 16 rows a warp.
+_ROWS_FIRST_MIN_M = {256: 128}
 _DQ_CONFIGS = {
     16: [(128, 64, 8, 3), (128, 64, 4, 3), (64, 64, 4, 3), (128, 32, 4, 3)],
     32: [(128, 64, 8, 3), (128, 64, 4, 3), (64, 64, 4, 3), (128, 32, 4, 3)],
@@ -460,15 +537,17 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
         def dkdv_grid(meta):
             return ceil_div(int(max_seqlen_k), meta["BLOCK_N"]), batch * hk * splits
 
-        dkdv_compiled = _dkdv_launch(dkdv_grid, bd, (*key, splits), dkdv_args, flags, tma_ok)
+        dkdv_flags = {**flags, "ROWS_FIRST_MIN_M": _ROWS_FIRST_MIN_M.get(bd, 0)}
+        dkdv_compiled = _dkdv_launch(dkdv_grid, bd, (*key, splits), dkdv_args, dkdv_flags,
+                                     tma_ok)
     if splits > 1:
         dk, dv = sum_partials(dk_out, k.dtype), sum_partials(dv_out, v.dtype)
     if signature is not None and not gluon_dq and not gluon_dkdv:
         # The seed is both kernels' last argument.
         dq_plan = _prepared.prepare(_dq_launch, dq_compiled, dq_grid, dq_args, dq_flags,
                                     len(dq_tensors), len(dq_args) - 1)
-        dkdv_plan = _prepared.prepare(_dkdv_launch, dkdv_compiled, dkdv_grid, dkdv_args, flags,
-                                      len(dkdv_tensors), len(dkdv_args) - 1)
+        dkdv_plan = _prepared.prepare(_dkdv_launch, dkdv_compiled, dkdv_grid, dkdv_args,
+                                      dkdv_flags, len(dkdv_tensors), len(dkdv_args) - 1)
         if dq_plan is not None and dkdv_plan is not None:
             _prepared.keep(signature, _BackwardPlan(dq_plan, dkdv_plan, splits))
     return dq, dk, dv

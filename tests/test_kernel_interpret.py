@@ -276,6 +276,44 @@ def test_varlen_matches_reference_and_oracle():
                                  max_seqlen_k=30, causal=True))
 
 
+def _rows_first_cases():
+    """(q, k, v, masking) per feature the rows-first dK/dV tiles handle on their own."""
+    lens_q, lens_k = [5, 17, 1, 30], [9, 17, 20, 30]
+    cu_q = torch.tensor([0] + torch.tensor(lens_q).cumsum(0).tolist(), dtype=torch.int32)
+    cu_k = torch.tensor([0] + torch.tensor(lens_k).cumsum(0).tolist(), dtype=torch.int32)
+    mask = torch.ones(2, 45, dtype=torch.bool)
+    mask[0, :19] = False
+    mask[1, 3:7] = False
+    return {
+        "gqa-causal-tails": (*_inputs((2, 37, 4, 24), (2, 45, 2, 24)), _masking(causal=True)),
+        "keyless-rows": (*_inputs((2, 40, 4, 16), (2, 19, 2, 16), seed=40),
+                         _masking(causal=True)),
+        "window-softcap-fp16": (*_inputs((2, 33, 2, 32), (2, 41, 2, 32), dtype=torch.float16,
+                                         seed=3),
+                                _masking(window_left=9, window_right=4, softcap=5.0)),
+        "padding-mask": (*_inputs((2, 21, 4, 16), (2, 45, 2, 16), seed=13),
+                         _masking(causal=True, key_padding_mask=mask)),
+        "packed-padded-d": (*_inputs((sum(lens_q), 4, 40), (sum(lens_k), 2, 40), seed=11),
+                            _masking(cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=30,
+                                     max_seqlen_k=30, causal=True)),
+        "dropout": (*_inputs((1, 35, 4, 16), (1, 35, 2, 16), seed=5),
+                    _masking(dropout_p=0.2, seed=99, causal=True)),
+    }
+
+
+@interp
+@pytest.mark.parametrize("case", list(_rows_first_cases()))
+def test_dkdv_scores_rows_first(monkeypatch, case):
+    """The dK/dV tiles that compute the scores rows first (on a GPU head dim 256's 128-row
+    tiles, ``flash_bwd._ROWS_FIRST_MIN_M``), forced here on every head dim and the
+    interpreter's 16-row tiles, match the reference and the oracle under each feature."""
+    from hf_stable_attn.kernels import flash_bwd
+
+    monkeypatch.setattr(flash_bwd, "_ROWS_FIRST_MIN_M", {d: 16 for d in (16, 32, 64, 128, 256)})
+    q, k, v, m = _rows_first_cases()[case]
+    check_case(q, k, v, m)
+
+
 @interp
 def test_dropout_mask_is_the_reference_mask():
     """With V = identity rows, out[i, j] != 0 exactly where key j was kept."""

@@ -92,6 +92,8 @@ def test_the_triton_kernels_compile(launch, head_dim, config):
                           HAS_SINKS=head_dim == 64)
     if launch is flash_bwd._dq_launch:  # the row sums of P * dP, as attention sinks take them
         constexprs.update(ROWSUM_P_DP=head_dim == 64)
+    if launch is flash_bwd._dkdv_launch:  # head dim 256's 128-row tiles: the scores rows first
+        constexprs.update(ROWS_FIRST_MIN_M=flash_bwd._ROWS_FIRST_MIN_M.get(head_dim, 0))
     compiled = compile_sm90(launch.kernel_for(head_dim), constexprs, warps, stages)
     assert compiled.metadata.num_warps == warps
 
