@@ -404,8 +404,8 @@ _DKDV_CONFIGS = {
 # and 8 warps each warpgroup computes its own 64 rows of S and dP, where the transposed (64, 64)
 # scores are computed by both warpgroups; head dim 256's backward ran 18-20% faster on an H200
 # with its 128-row entries (S 4096, docs/kernel_notes.md, v44b, session 45). Its 32-row entries
-# rows first gave gradients up to 4x less accurate on that GPU (not on the interpreter): keep
-# rows first to tiles of at least 16 rows a warp.
+# rows first had up to 4x the gradient error of the transposed ones on that GPU (not in the
+# interpreter), so rows first is kept to tiles of at least 16 rows a warp.
 _ROWS_FIRST_MIN_M = {256: 128}
 _DQ_CONFIGS = {
     16: [(128, 64, 8, 3), (128, 64, 4, 3), (64, 64, 4, 3), (128, 32, 4, 3)],
