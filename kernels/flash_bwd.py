@@ -40,6 +40,46 @@ LOG2E_C = tl.constexpr(LOG2E)
 
 
 @triton.jit
+def _query_tile(q_src, do_src, LSE, DELTA, l_base, start_m, offs_m, stride_qs, stride_ds,
+                offs_d, d_ok, seqlen_q, MASKED: tl.constexpr, EVEN_D: tl.constexpr,
+                USE_TMA: tl.constexpr, TRANSPOSED: tl.constexpr):
+    """One query tile of the dK/dV's loop, rows ``offs_m`` (BLOCK_M,) from ``start_m``: ``(q,
+    do, lse2, delta)``, q (BLOCK_M, BLOCK_D) or with TRANSPOSED (BLOCK_D, BLOCK_M), do (BLOCK_M,
+    BLOCK_D), the rows' log-sum-exp in log2 units and ``delta``; rows past the sequence (MASKED)
+    read lse +inf and delta 0."""
+    row_ok = offs_m < seqlen_q
+    rows = offs_m.to(tl.int64)
+    q = load_rows(q_src, start_m, rows, row_ok, stride_qs, offs_d, d_ok, MASKED, EVEN_D, USE_TMA,
+                  TRANSPOSED)
+    do = load_rows(do_src, start_m, rows, row_ok, stride_ds, offs_d, d_ok, MASKED, EVEN_D,
+                   USE_TMA)
+    if MASKED:
+        lse2 = tl.load(LSE + l_base + offs_m, mask=row_ok, other=float("inf")) * LOG2E_C
+        delta = tl.load(DELTA + l_base + offs_m, mask=row_ok, other=0.0)
+    else:
+        lse2 = tl.load(LSE + l_base + offs_m) * LOG2E_C
+        delta = tl.load(DELTA + l_base + offs_m)
+    return q, do, lse2, delta
+
+
+@triton.jit
+def _row_probs(s, lse2, offs_m, offs_n, key_ok, seqlen_q, seqlen_k, window_left, window_right,
+               MASKED: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
+               HAS_KPM: tl.constexpr):
+    """P (BLOCK_M, BLOCK_N) = exp2(s - lse2) for scores ``s`` in log2 units and the rows'
+    ``lse2`` (BLOCK_M,): 0 where the mask hides the key (MASKED) or ``key_ok`` (BLOCK_N,) is false
+    (HAS_KPM). The scores rows first, as the dQ and the rows-first dK/dV tiles hold them."""
+    p = tl.exp2(s - lse2[:, None])
+    if MASKED:
+        ok = visible(offs_m, offs_n, seqlen_q, seqlen_k, window_left, window_right, HAS_WL,
+                     HAS_WR)
+        p = tl.where(ok, p, 0.0)
+    if HAS_KPM:
+        p = tl.where(key_ok[None, :], p, 0.0)
+    return p
+
+
+@triton.jit
 def _dkdv_tiles(
     dk, dv, k, v, key_ok, q_src, do_src, LSE, DELTA, l_base, stride_qs, stride_ds,
     offs_n, offs_d, d_ok, b, h, lo, hi, seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k,
@@ -49,110 +89,63 @@ def _dkdv_tiles(
     DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_M: tl.constexpr, USE_TMA: tl.constexpr,
     ROWS_FIRST: tl.constexpr,
 ):
-    """Query tiles ``[lo, hi)`` of one head against a resident key tile, in the transposed
-    orientation (scores as (BLOCK_N, BLOCK_M)) so no register tile needs a transpose, or with
-    ROWS_FIRST in ``_dkdv_tiles_rows_first``'s. Unmasked tiles lie inside the sequence and the
-    window; with HAS_KPM, keys whose ``key_ok`` (BLOCK_N,) is false get no probability in any
-    tile. Q/dO come from TMA descriptors ``q_src``/``do_src`` (this sequence's rows) when
-    USE_TMA, else from pointers at those bases."""
-    if ROWS_FIRST:
-        return _dkdv_tiles_rows_first(
-            dk, dv, k, v, key_ok, q_src, do_src, LSE, DELTA, l_base, stride_qs, stride_ds,
-            offs_n, offs_d, d_ok, b, h, lo, hi, seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k,
-            num_heads_q, qk_scale, softcap, window_left, window_right, dropout_p, drop_scale,
-            seed, MASKED, HAS_WL, HAS_WR, HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D,
-            BLOCK_M, USE_TMA)
+    """Query tiles ``[lo, hi)`` of one head against a resident key tile. Unmasked tiles lie
+    inside the sequence and the window; with HAS_KPM, keys whose ``key_ok`` (BLOCK_N,) is false
+    get no probability in any tile. Q/dO come from TMA descriptors ``q_src``/``do_src`` (this
+    sequence's rows) when USE_TMA, else from pointers at those bases.
+
+    The scores are transposed, (BLOCK_N, BLOCK_M), so no register tile needs a transpose; with
+    ROWS_FIRST they are (BLOCK_M, BLOCK_N), S = Q K^T and dP = dO V^T, and P^T and dS^T reach dV
+    and dK as A operands through shared memory. At 128 rows and 8 warps each warpgroup then
+    computes 64 rows of S once, where Triton's layout of the transposed (64, 64) scores has both
+    warpgroups compute the same rows (v44b)."""
     offs_m0 = tl.arange(0, BLOCK_M)
     for start_m in range(lo, hi, BLOCK_M):
         offs_m = start_m + offs_m0
-        row_ok = offs_m < seqlen_q
-        rows = offs_m.to(tl.int64)
-        q_t = load_rows(q_src, start_m, rows, row_ok, stride_qs, offs_d, d_ok, MASKED, EVEN_D,
-                        USE_TMA, True)
-        do = load_rows(do_src, start_m, rows, row_ok, stride_ds, offs_d, d_ok, MASKED, EVEN_D,
-                       USE_TMA)
-        if MASKED:
-            lse2 = tl.load(LSE + l_base + offs_m, mask=row_ok, other=float("inf")) * LOG2E_C
-            delta = tl.load(DELTA + l_base + offs_m, mask=row_ok, other=0.0)
-        else:
-            lse2 = tl.load(LSE + l_base + offs_m) * LOG2E_C
-            delta = tl.load(DELTA + l_base + offs_m)
-
-        s_t = scores(dot(k, q_t, DOT_FP32), qk_scale, softcap, HAS_SOFTCAP)  # (N, M)
-        p_t = tl.exp2(s_t - lse2[None, :])
-        if MASKED:
-            ok_t = visible(offs_m, offs_n, seqlen_q, seqlen_k, window_left, window_right,
-                           HAS_WL, HAS_WR, True)
-            p_t = tl.where(ok_t, p_t, 0.0)
-        if HAS_KPM:
-            p_t = tl.where(key_ok[:, None], p_t, 0.0)
-        dp_t = dot(v, tl.trans(do), DOT_FP32)  # (N, M)
-        if HAS_DROPOUT:
-            keep_t = keep_mask(seed, dropout_p, b, h, num_heads_q, max_seqlen_q, max_seqlen_k,
-                               offs_m, offs_n, True)
-            dv += dot(rounded(tl.where(keep_t, p_t * drop_scale, 0.0), do.dtype), do, DOT_FP32)
-            dp_t = tl.where(keep_t, dp_t * drop_scale, 0.0)
-        else:
-            dv += dot(rounded(p_t, do.dtype), do, DOT_FP32)
-        ds_t = p_t * (dp_t - delta[None, :])
-        if HAS_SOFTCAP:
-            t = s_t * (1.0 / (softcap * LOG2E_C))
-            ds_t = ds_t * (1.0 - t * t)
-        dk += dot(rounded(ds_t, q_t.dtype), tl.trans(q_t), DOT_FP32)
-    return dk, dv
-
-
-@triton.jit
-def _dkdv_tiles_rows_first(
-    dk, dv, k, v, key_ok, q_src, do_src, LSE, DELTA, l_base, stride_qs, stride_ds,
-    offs_n, offs_d, d_ok, b, h, lo, hi, seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k,
-    num_heads_q, qk_scale, softcap, window_left, window_right, dropout_p, drop_scale, seed,
-    MASKED: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
-    HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, HAS_KPM: tl.constexpr,
-    DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_M: tl.constexpr, USE_TMA: tl.constexpr,
-):
-    """``_dkdv_tiles`` with the scores as (BLOCK_M, BLOCK_N): S = Q K^T and dP = dO V^T, then
-    P^T and dS^T as the A operands of dV and dK (a layout change through shared memory). With
-    BLOCK_M 128 and 8 warps each warpgroup computes 64 query rows of S once, where the
-    transposed orientation's (64, 64) scores are computed by both warpgroups (v44b)."""
-    offs_m0 = tl.arange(0, BLOCK_M)
-    for start_m in range(lo, hi, BLOCK_M):
-        offs_m = start_m + offs_m0
-        row_ok = offs_m < seqlen_q
-        rows = offs_m.to(tl.int64)
-        q = load_rows(q_src, start_m, rows, row_ok, stride_qs, offs_d, d_ok, MASKED, EVEN_D,
-                      USE_TMA)
-        do = load_rows(do_src, start_m, rows, row_ok, stride_ds, offs_d, d_ok, MASKED, EVEN_D,
-                       USE_TMA)
-        if MASKED:
-            lse2 = tl.load(LSE + l_base + offs_m, mask=row_ok, other=float("inf")) * LOG2E_C
-            delta = tl.load(DELTA + l_base + offs_m, mask=row_ok, other=0.0)
-        else:
-            lse2 = tl.load(LSE + l_base + offs_m) * LOG2E_C
-            delta = tl.load(DELTA + l_base + offs_m)
-
-        s = scores(dot(q, tl.trans(k), DOT_FP32), qk_scale, softcap, HAS_SOFTCAP)  # (M, N)
-        p = tl.exp2(s - lse2[:, None])
-        if MASKED:
-            ok = visible(offs_m, offs_n, seqlen_q, seqlen_k, window_left, window_right,
-                         HAS_WL, HAS_WR)
-            p = tl.where(ok, p, 0.0)
-        if HAS_KPM:
-            p = tl.where(key_ok[None, :], p, 0.0)
-        dp = dot(do, tl.trans(v), DOT_FP32)  # (M, N)
-        if HAS_DROPOUT:
-            keep = keep_mask(seed, dropout_p, b, h, num_heads_q, max_seqlen_q, max_seqlen_k,
-                             offs_m, offs_n)
-            dv += dot(tl.trans(rounded(tl.where(keep, p * drop_scale, 0.0), do.dtype)), do,
-                      DOT_FP32)
-            dp = tl.where(keep, dp * drop_scale, 0.0)
-        else:
-            dv += dot(tl.trans(rounded(p, do.dtype)), do, DOT_FP32)
-        ds = p * (dp - delta[:, None])
-        if HAS_SOFTCAP:
-            t = s * (1.0 / (softcap * LOG2E_C))
-            ds = ds * (1.0 - t * t)
-        dk += dot(tl.trans(rounded(ds, q.dtype)), q, DOT_FP32)
+        q, do, lse2, delta = _query_tile(q_src, do_src, LSE, DELTA, l_base, start_m, offs_m,
+                                         stride_qs, stride_ds, offs_d, d_ok, seqlen_q, MASKED,
+                                         EVEN_D, USE_TMA, not ROWS_FIRST)
+        if ROWS_FIRST:
+            s = scores(dot(q, tl.trans(k), DOT_FP32), qk_scale, softcap, HAS_SOFTCAP)  # (M, N)
+            p = _row_probs(s, lse2, offs_m, offs_n, key_ok, seqlen_q, seqlen_k, window_left,
+                           window_right, MASKED, HAS_WL, HAS_WR, HAS_KPM)
+            dp = dot(do, tl.trans(v), DOT_FP32)  # (M, N)
+            if HAS_DROPOUT:
+                keep = keep_mask(seed, dropout_p, b, h, num_heads_q, max_seqlen_q, max_seqlen_k,
+                                 offs_m, offs_n)
+                dv += dot(tl.trans(rounded(tl.where(keep, p * drop_scale, 0.0), do.dtype)), do,
+                          DOT_FP32)
+                dp = tl.where(keep, dp * drop_scale, 0.0)
+            else:
+                dv += dot(tl.trans(rounded(p, do.dtype)), do, DOT_FP32)
+            ds = p * (dp - delta[:, None])
+            if HAS_SOFTCAP:
+                t = s * (1.0 / (softcap * LOG2E_C))
+                ds = ds * (1.0 - t * t)
+            dk += dot(tl.trans(rounded(ds, q.dtype)), q, DOT_FP32)
+        else:  # q is Q^T, (BLOCK_D, BLOCK_M)
+            s_t = scores(dot(k, q, DOT_FP32), qk_scale, softcap, HAS_SOFTCAP)  # (N, M)
+            p_t = tl.exp2(s_t - lse2[None, :])
+            if MASKED:
+                ok_t = visible(offs_m, offs_n, seqlen_q, seqlen_k, window_left, window_right,
+                               HAS_WL, HAS_WR, True)
+                p_t = tl.where(ok_t, p_t, 0.0)
+            if HAS_KPM:
+                p_t = tl.where(key_ok[:, None], p_t, 0.0)
+            dp_t = dot(v, tl.trans(do), DOT_FP32)  # (N, M)
+            if HAS_DROPOUT:
+                keep_t = keep_mask(seed, dropout_p, b, h, num_heads_q, max_seqlen_q,
+                                   max_seqlen_k, offs_m, offs_n, True)
+                dv += dot(rounded(tl.where(keep_t, p_t * drop_scale, 0.0), do.dtype), do,
+                          DOT_FP32)
+                dp_t = tl.where(keep_t, dp_t * drop_scale, 0.0)
+            else:
+                dv += dot(rounded(p_t, do.dtype), do, DOT_FP32)
+            ds_t = p_t * (dp_t - delta[None, :])
+            if HAS_SOFTCAP:
+                t = s_t * (1.0 / (softcap * LOG2E_C))
+                ds_t = ds_t * (1.0 - t * t)
+            dk += dot(rounded(ds_t, q.dtype), tl.trans(q), DOT_FP32)
     return dk, dv
 
 
@@ -280,12 +273,9 @@ def _dq_tiles(
         v = load_rows(v_src, start_n, rows, col_ok, stride_vs, offs_d, d_ok, MASKED, EVEN_D,
                       USE_TMA)
         s = scores(dot(q, tl.trans(k), DOT_FP32), qk_scale, softcap, HAS_SOFTCAP)
-        p = tl.exp2(s - lse2[:, None])
-        if MASKED:
-            ok = visible(offs_m, cols, seqlen_q, seqlen_k, window_left, window_right,
-                         HAS_WL, HAS_WR)
-            p = tl.where(ok, p, 0.0)
-        if HAS_KPM:
+        p = _row_probs(s, lse2, offs_m, cols, col_ok, seqlen_q, seqlen_k, window_left,
+                       window_right, MASKED, HAS_WL, HAS_WR, False)
+        if HAS_KPM:  # read after the exps, as in the timed kernels (not inside _row_probs)
             key_ok = tl.load(kpm_row + cols, mask=col_ok, other=0) != 0
             p = tl.where(key_ok[None, :], p, 0.0)
         dp = dot(do, tl.trans(v), DOT_FP32)
@@ -400,12 +390,12 @@ _DKDV_CONFIGS = {
           (32, 64, 8, 2), (64, 64, 8, 2, True)],
 }
 # Padded head dim -> the smallest BLOCK_M whose dK/dV tiles compute the scores rows first
-# (``_dkdv_tiles_rows_first``); other head dims and tiles compute them transposed. At 128 rows
-# and 8 warps each warpgroup computes its own 64 rows of S and dP, where the transposed (64, 64)
-# scores are computed by both warpgroups; head dim 256's backward ran 18-20% faster on an H200
-# with its 128-row entries (S 4096, docs/kernel_notes.md, v44b, session 45). Its 32-row entries
-# rows first had up to 4x the gradient error of the transposed ones on that GPU (not in the
-# interpreter), so rows first is kept to tiles of at least 16 rows a warp.
+# (``_dkdv_tiles`` with ROWS_FIRST); other head dims and tiles compute them transposed. At 128
+# rows and 8 warps each warpgroup computes its own 64 rows of S and dP, where the transposed
+# (64, 64) scores are computed by both warpgroups; head dim 256's backward ran 18-20% faster on
+# an H200 with its 128-row entries (S 4096, docs/kernel_notes.md, v44b, session 45). Its
+# 32-row entries rows first had up to 4x the gradient error of the transposed ones on that GPU
+# (not in the interpreter), so rows first is kept to tiles of at least 16 rows a warp.
 _ROWS_FIRST_MIN_M = {256: 128}
 _DQ_CONFIGS = {
     16: [(128, 64, 8, 3), (128, 64, 4, 3), (64, 64, 4, 3), (128, 32, 4, 3)],
