@@ -260,27 +260,40 @@ def test_probabilities_round_to_nearest_as_on_the_gpu():
     assert torch.equal(dv[:, 5:], dout) and (dv[:, :5] == 0).all()
 
 
+def _window_softcap_fp16_case():
+    """(q, k, v, masking): a two-sided window and a softcap, fp16."""
+    q, k, v = _inputs((2, 33, 2, 32), (2, 41, 2, 32), dtype=torch.float16, seed=3)
+    return q, k, v, _masking(window_left=9, window_right=4, softcap=5.0)
+
+
+def _packed_case():
+    """(q, k, v, masking): four packed causal sequences (one of a single row), GQA, padded D."""
+    lens_q, lens_k = [5, 17, 1, 30], [9, 17, 20, 30]
+    cu_q = torch.tensor([0] + torch.tensor(lens_q).cumsum(0).tolist(), dtype=torch.int32)
+    cu_k = torch.tensor([0] + torch.tensor(lens_k).cumsum(0).tolist(), dtype=torch.int32)
+    q, k, v = _inputs((sum(lens_q), 4, 40), (sum(lens_k), 2, 40), seed=11)
+    return q, k, v, _masking(cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=30,
+                             max_seqlen_k=30, causal=True)
+
+
+def _dropout_case():
+    """(q, k, v, masking): causal GQA with dropout."""
+    q, k, v = _inputs((1, 35, 4, 16), (1, 35, 2, 16), seed=5)
+    return q, k, v, _masking(dropout_p=0.2, seed=99, causal=True)
+
+
 @interp
 def test_window_softcap_fp16():
-    q, k, v = _inputs((2, 33, 2, 32), (2, 41, 2, 32), dtype=torch.float16, seed=3)
-    check_case(q, k, v, _masking(window_left=9, window_right=4, softcap=5.0))
+    check_case(*_window_softcap_fp16_case())
 
 
 @interp
 def test_varlen_matches_reference_and_oracle():
-    lens_q, lens_k = [5, 17, 1, 30], [9, 17, 20, 30]
-    cu_q = torch.tensor([0] + torch.tensor(lens_q).cumsum(0).tolist(), dtype=torch.int32)
-    cu_k = torch.tensor([0] + torch.tensor(lens_k).cumsum(0).tolist(), dtype=torch.int32)
-    q, k, v = _inputs((sum(lens_q), 4, 40), (sum(lens_k), 2, 40), seed=11)  # GQA, padded D
-    check_case(q, k, v, _masking(cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=30,
-                                 max_seqlen_k=30, causal=True))
+    check_case(*_packed_case())
 
 
 def _rows_first_cases():
     """(q, k, v, masking) per feature the rows-first dK/dV tiles handle on their own."""
-    lens_q, lens_k = [5, 17, 1, 30], [9, 17, 20, 30]
-    cu_q = torch.tensor([0] + torch.tensor(lens_q).cumsum(0).tolist(), dtype=torch.int32)
-    cu_k = torch.tensor([0] + torch.tensor(lens_k).cumsum(0).tolist(), dtype=torch.int32)
     mask = torch.ones(2, 45, dtype=torch.bool)
     mask[0, :19] = False
     mask[1, 3:7] = False
@@ -288,16 +301,11 @@ def _rows_first_cases():
         "gqa-causal-tails": (*_inputs((2, 37, 4, 24), (2, 45, 2, 24)), _masking(causal=True)),
         "keyless-rows": (*_inputs((2, 40, 4, 16), (2, 19, 2, 16), seed=40),
                          _masking(causal=True)),
-        "window-softcap-fp16": (*_inputs((2, 33, 2, 32), (2, 41, 2, 32), dtype=torch.float16,
-                                         seed=3),
-                                _masking(window_left=9, window_right=4, softcap=5.0)),
+        "window-softcap-fp16": _window_softcap_fp16_case(),
         "padding-mask": (*_inputs((2, 21, 4, 16), (2, 45, 2, 16), seed=13),
                          _masking(causal=True, key_padding_mask=mask)),
-        "packed-padded-d": (*_inputs((sum(lens_q), 4, 40), (sum(lens_k), 2, 40), seed=11),
-                            _masking(cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=30,
-                                     max_seqlen_k=30, causal=True)),
-        "dropout": (*_inputs((1, 35, 4, 16), (1, 35, 2, 16), seed=5),
-                    _masking(dropout_p=0.2, seed=99, causal=True)),
+        "packed-padded-d": _packed_case(),
+        "dropout": _dropout_case(),
     }
 
 
@@ -332,8 +340,7 @@ def test_dropout_mask_is_the_reference_mask():
 
 @interp
 def test_dropout_forward_backward_match_reference():
-    q, k, v = _inputs((1, 35, 4, 16), (1, 35, 2, 16), seed=5)
-    check_case(q, k, v, _masking(dropout_p=0.2, seed=99, causal=True))
+    check_case(*_dropout_case())
 
 
 @interp
