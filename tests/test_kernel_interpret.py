@@ -580,3 +580,28 @@ def test_sinks_through_the_kernels_meet_the_flash_rule():
     assert torch.equal(out[:, :7], torch.zeros_like(out[:, :7]))
     check_against_oracle(ours, out, dout, lambda q, k, v, s, dtype: attention_oracle(
         q, k, v, causal=True, sinks=s, compute_dtype=dtype), (q, k, v, sinks))
+
+
+@interp
+def test_fuzz_script_flags_wrong_gradients(monkeypatch, tmp_path):
+    """``gpu/fuzz_kernels.py`` on tiny drawn cases: the kernels leave nothing outside its known
+    class of misses, and gradients 2% off are all outside it (the run's exit status 1)."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "gpu" / "fuzz_kernels.py"
+    spec = importlib.util.spec_from_file_location("fuzz_kernels", path)
+    fuzz = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "fuzz_kernels", fuzz)  # its dataclass looks itself up
+    spec.loader.exec_module(fuzz)
+    args = ["--device", "cpu", "--max-len", "24", "--max-cases", "3", "--seed", "5",
+            "--slack", "2e-3", "--out", str(tmp_path / "fuzz.json")]
+    assert fuzz.main(args) == 0
+    assert json.loads((tmp_path / "fuzz.json").read_text())["summary"]["cases"] == 3
+    kernel_bwd = fuzz.flash_attn_bwd
+    monkeypatch.setattr(fuzz, "flash_attn_bwd",
+                        lambda *a, **kw: tuple(g * 1.02 for g in kernel_bwd(*a, **kw)))
+    assert fuzz.main(args) == 1
+    summary = json.loads((tmp_path / "fuzz.json").read_text())["summary"]
+    assert summary["failed"] == summary["outside_known_class"] == 3
