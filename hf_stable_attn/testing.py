@@ -55,16 +55,13 @@ def attention_oracle(
     q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None,
     softmax_scale=None, causal=False, window_left=-1, window_right=-1, softcap=0.0,
     dropout_p=0.0, seed=0, key_padding_mask=None, sinks=None, compute_dtype=torch.float64,
-    return_lse=False,
 ):
     """Standard attention ``softmax(mask(S)) V`` on the full matrix, in ``compute_dtype``.
 
     Same arguments and layouts as ``hf_stable_attn.reference.reference_forward``; differentiable
     with respect to q, k, v (and ``sinks``). ``sinks`` (Hq,): attention-sink logits, appended to
     each row's scores as a last column and dropped after the softmax (gpt-oss's eager attention).
-    Returns ``out`` in ``compute_dtype``, rows that see no key are 0; with ``return_lse`` also
-    each row's log-sum-exp of its scores (sinks included), shaped like ``out`` without its last
-    dim, ``-inf`` on rows that see no key.
+    Returns ``out`` in ``compute_dtype``, rows that see no key are 0.
     """
     qd, valid_q = _dense(q, cu_seqlens_q, max_seqlen_q)
     kd, valid_k = _dense(k, cu_seqlens_k, max_seqlen_k)
@@ -91,29 +88,19 @@ def attention_oracle(
     if key_padding_mask is not None:
         ok = ok & key_padding_mask.bool()[:, None, None, :]
     s = s.masked_fill(~ok, float("-inf"))
-    with_sinks = s
     if sinks is not None:
         column = sinks.to(compute_dtype).view(1, hq, 1, 1).expand(*s.shape[:3], 1)
-        with_sinks = torch.cat([s, column], dim=-1)
-        p = torch.softmax(with_sinks, dim=-1)[..., :-1]
+        p = torch.softmax(torch.cat([s, column], dim=-1), dim=-1)[..., :-1]
     else:
         p = torch.softmax(s, dim=-1).nan_to_num(0.0)
-    # -inf on rows that see no key (torch's logsumexp has no NaN in their gradient either)
-    lse = torch.logsumexp(with_sinks, dim=-1).transpose(1, 2) if return_lse else None
     if dropout_p > 0:
         keep = keep_mask(seed, dropout_p, s.shape[0], hq, s.shape[2], s.shape[3], q.device)
         p = p * keep.to(p.dtype) / (1.0 - dropout_p)
     out = torch.matmul(p, vd).transpose(1, 2)
-    if cu_seqlens_q is not None:
-        out = _packed(out, valid_q, q.shape[0], cu_seqlens_q)
-        lse = None if lse is None else _packed(lse, valid_q, q.shape[0], cu_seqlens_q)
-    return (out, lse) if return_lse else out
-
-
-def _packed(x: torch.Tensor, valid: torch.Tensor, total: int, cu: torch.Tensor) -> torch.Tensor:
-    """Padded (N, max_len, ...) -> packed (total, ...): the rows ``valid`` marks, in order."""
-    packed = x.new_zeros(total, *x.shape[2:])
-    packed[: int(cu[-1])] = x[valid]
+    if cu_seqlens_q is None:
+        return out
+    packed = out.new_zeros(q.shape[0], *out.shape[2:])
+    packed[: int(cu_seqlens_q[-1])] = out[valid_q]
     return packed
 
 
@@ -125,23 +112,6 @@ def oracle_with_grads(q, k, v, dout, compute_dtype, **mask):
     leaves = [t.detach().to(compute_dtype).requires_grad_() for t in (q, k, v)]
     out = attention_oracle(*leaves, **mask, compute_dtype=compute_dtype)
     return out.detach(), torch.autograd.grad(out, leaves, dout.to(compute_dtype))
-
-
-def flash_math_grads(q, k, v, dout, **mask):
-    """float64 gradients ``(dq, dk, dv)`` of FlashAttention's backward math, ``dS = P (dP -
-    delta)`` with ``delta = rowsum(dO * O)`` from the output rounded to q's dtype, as the
-    kernels store it. That ``delta`` differs from the exact one by ``e`` per row, which adds
-    ``-P e`` to ``dS``: minus the gradient of ``sum(e * lse)``. Plain autograd has no such
-    term, so where ``dP - delta`` cancels (rows that see one to a few keys) every FlashAttention
-    kernel's error is this math's, not plain PyTorch's. ``mask``: ``attention_oracle``'s."""
-    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
-    out, lse = attention_oracle(*leaves, **mask, return_lse=True)
-    grads = torch.autograd.grad(out, leaves, dout.double(), retain_graph=True)
-    exact = out.detach()
-    e = ((exact.to(q.dtype).double() - exact) * dout.double()).sum(-1)
-    lse = lse.masked_fill(~torch.isfinite(lse), 0.0)  # rows that see no key: e is 0 there
-    shift = torch.autograd.grad((e * lse).sum(), leaves[:2])
-    return grads[0] - shift[0], grads[1] - shift[1], grads[2]
 
 
 def near_tie_inputs(head_dim: int, seqlen_q: int, seqlen_k: int, seed: int):
