@@ -36,6 +36,12 @@ def _run(q, k, v, packed, cu_q, cu_k, max_q, max_k, dropout_p, softmax_scale, ca
     )
     chosen = ops.resolve_backend(options.backend, q)
     ops.validate_inputs(q, k, v, chosen, packed, key_padding_mask, heads_first, sinks)
+    rows = None
+    if packed:
+        max_q, max_k, end_q, end_k = ops.validate_packing(q, k, cu_q, cu_k, max_q, max_k)
+        if end_q < q.shape[0] or end_k < k.shape[0]:  # rows in no sequence: no kernel sees them
+            rows = q.shape[0]
+            q, k, v = q[:end_q], k[:end_k], v[:end_k]
     if softmax_scale is None:
         softmax_scale = q.shape[-1] ** -0.5
     left, right = (int(w) for w in window_size)
@@ -43,13 +49,22 @@ def _run(q, k, v, packed, cu_q, cu_k, max_q, max_k, dropout_p, softmax_scale, ca
     # warn that it ignores it); a compiled graph runs this once, at tracing.
     rule = shift_params.__wrapped__ if is_compiling() else shift_params
     shift = rule(q.dtype, options.stabilize, options.beta, options.tie_tolerance)
-    return ops.attention(
+    out, lse = ops.attention(
         q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=max_q, max_seqlen_k=max_k,
         softmax_scale=softmax_scale, causal=causal, window_left=left, window_right=right,
         softcap=float(softcap or 0.0), dropout_p=float(dropout_p), shift=shift, backend=chosen,
         deterministic=deterministic, key_padding_mask=key_padding_mask, heads_first=heads_first,
         sinks=sinks,
     )
+    return (out, lse) if rows is None else _with_unused_rows(out, lse, rows)
+
+
+def _with_unused_rows(out: Tensor, lse: Tensor, rows: int) -> tuple[Tensor, Tensor]:
+    """Packed ``out`` (T, H, D) and ``lse`` (H, T) extended to ``rows`` query rows, the rows in
+    no sequence given 0 and lse +inf (as rows that see no key): their gradients are 0."""
+    tail = rows - out.shape[0]
+    out = torch.cat([out, out.new_zeros(tail, *out.shape[1:])])
+    return out, torch.cat([lse, lse.new_full((lse.shape[0], tail), float("inf"))], dim=1)
 
 
 def flash_attn_func(
@@ -160,8 +175,13 @@ def flash_attn_varlen_func(
 
     Args:
         q: (total_q, nheads, headdim); k, v: (total_k, nheads_k, headdim).
-        cu_seqlens_q, cu_seqlens_k: int32 (batch + 1,) cumulative sequence lengths.
-        max_seqlen_q, max_seqlen_k: the longest sequence of each (Python ints).
+        cu_seqlens_q, cu_seqlens_k: int32 (batch + 1,) cumulative sequence lengths, from 0;
+            rows past the last sequence belong to none: their output is 0 (lse +inf) and their
+            gradients 0.
+        max_seqlen_q, max_seqlen_k: the longest sequence of each (ints, or 0-d tensors).
+        The offsets and lengths are checked against each other and the tensors (a clear error
+        instead of rows a kernel would skip or memory it would misread); on a GPU that reads
+        them from the device once per call.
         Other arguments as ``flash_attn_func`` (``s_aux`` included); block_table (paged KV
         cache) is not supported.
 

@@ -315,6 +315,58 @@ def validate_inputs(q: Tensor, k: Tensor, v: Tensor, backend: str, packed: bool,
             raise ValueError(f"s_aux is on {sinks.device}, the queries on {q.device}; move it there")
 
 
+def validate_packing(q: Tensor, k: Tensor, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                     max_seqlen_k) -> tuple[int, int, int, int]:
+    """Check packed sequences' ``cu_seqlens`` (int (N + 1,) each, on q's device) against q, k
+    ((T, H, D)) and the longest lengths; return ``(max_seqlen_q, max_seqlen_k, end_q, end_k)``
+    as Python ints, the ends being ``cu_seqlens[-1]`` (rows from there on belong to no
+    sequence). A kernel trusts these values: a length past ``max_seqlen`` leaves its last rows
+    unwritten and offsets past the tokens read other memory, so a mistake would be a silent
+    wrong answer. They are read from the device in one transfer, which also turns tensor
+    ``max_seqlen``s (Transformers' packed path passes 0-d tensors) into ints: no extra
+    synchronization there, one per call for int lengths on a GPU. Under ``torch.compile`` only
+    the shapes are checked, and the sequences are taken to cover every row."""
+    for name, cu in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
+        if (not isinstance(cu, Tensor) or cu.dim() != 1 or cu.numel() < 2
+                or cu.dtype not in (torch.int32, torch.int64)):
+            got = (f"{cu.dtype} tensor of shape {tuple(cu.shape)}" if isinstance(cu, Tensor)
+                   else type(cu).__name__)
+            raise ValueError(f"{name} must be a 1-D int32 tensor of batch + 1 cumulative "
+                             f"sequence lengths (0 first); got a {got}")
+        if cu.device != q.device:
+            raise ValueError(f"{name} is on {cu.device}, the queries on {q.device}; move it there")
+    if cu_seqlens_q.numel() != cu_seqlens_k.numel():
+        raise ValueError(f"cu_seqlens_q and cu_seqlens_k must describe the same number of "
+                         f"sequences; got {cu_seqlens_q.numel() - 1} and "
+                         f"{cu_seqlens_k.numel() - 1}")
+    if max_seqlen_q is None or max_seqlen_k is None:
+        raise ValueError("max_seqlen_q and max_seqlen_k are required with cu_seqlens: the "
+                         "longest query and key sequence lengths")
+    if torch.compiler.is_compiling():
+        return max_seqlen_q, max_seqlen_k, q.shape[0], k.shape[0]
+    lengths_q, lengths_k = cu_seqlens_q.diff(), cu_seqlens_k.diff()
+    stats = torch.stack([
+        cu_seqlens_q[0], cu_seqlens_k[0], lengths_q.min(), lengths_k.min(), cu_seqlens_q[-1],
+        cu_seqlens_k[-1], lengths_q.max(), lengths_k.max(),
+        *(torch.as_tensor(m, device=q.device).reshape(()).to(cu_seqlens_q.dtype)
+          for m in (max_seqlen_q, max_seqlen_k)),
+    ]).tolist()
+    first_q, first_k, least_q, least_k, end_q, end_k, most_q, most_k, max_q, max_k = stats
+    for side, first, least, end, most, longest, tokens in (
+            ("q", first_q, least_q, end_q, most_q, max_q, q.shape[0]),
+            ("k", first_k, least_k, end_k, most_k, max_k, k.shape[0])):
+        if first != 0 or least < 0:
+            raise ValueError(f"cu_seqlens_{side} must start at 0 and never decrease (cumulative "
+                             f"lengths); got first {first}, a step of {least}")
+        if end > tokens:
+            raise ValueError(f"cu_seqlens_{side} ends at {end}, past the {tokens} tokens of "
+                             f"{side} (its first dimension)")
+        if most > longest:
+            raise ValueError(f"a sequence in cu_seqlens_{side} has {most} tokens, more than "
+                             f"max_seqlen_{side}={longest}; pass the longest length ({most})")
+    return max_q, max_k, end_q, end_k
+
+
 def attention(
     q: Tensor,
     k: Tensor,

@@ -175,6 +175,69 @@ def test_bad_inputs_get_clear_errors(make, error, match):
         flash_attn_func(*make())
 
 
+def _cu(*offsets):
+    return torch.tensor(offsets, dtype=torch.int32)
+
+
+@pytest.mark.parametrize(
+    "cu_q, cu_k, max_q, max_k, match",
+    [
+        (_cu(0, 4, 10), _cu(0, 10), 6, 10, "same number of sequences; got 2 and 1"),
+        (_cu(0, 4, 12), _cu(0, 4, 12), 8, 8, "cu_seqlens_q ends at 12, past the 10 tokens"),
+        (_cu(0, 4, 10), _cu(0, 4, 12), 6, 8, "cu_seqlens_k ends at 12, past the 10 tokens"),
+        (_cu(0, 4, 10), _cu(0, 4, 10), 3, 6, "has 6 tokens, more than max_seqlen_q=3"),
+        (_cu(0, 4, 10), _cu(0, 4, 10), 6, torch.tensor(5), "more than max_seqlen_k=5"),
+        (_cu(0, 6, 4), _cu(0, 6, 4), 6, 6, "never decrease.*a step of -2"),
+        (_cu(1, 4, 10), _cu(1, 4, 10), 6, 6, "start at 0.*got first 1"),
+        (_cu(0, 4, 10)[None], _cu(0, 4, 10)[None], 6, 6, r"1-D int32 tensor.*shape \(1, 3\)"),
+        (_cu(0, 4, 10), _cu(0, 4, 10).to("meta"), 6, 6, "cu_seqlens_k is on meta"),
+        (_cu(0, 4, 10), _cu(0, 4, 10), None, 6, "max_seqlen_q and max_seqlen_k are required"),
+    ],
+)
+@pytest.mark.parametrize("backend", ["reference", "triton"])
+def test_bad_packing_gets_clear_errors(cu_q, cu_k, max_q, max_k, match, backend):
+    """Inconsistent cu_seqlens or max_seqlen would make a kernel skip rows or read other memory:
+    each is refused with what to pass instead, on either backend, before any kernel runs."""
+    q = torch.randn(10, 2, 16, dtype=BF16)
+    with pytest.raises(ValueError, match=match):
+        flash_attn_varlen_func(q, q, q, cu_q, cu_k, max_q, max_k, causal=True, backend=backend)
+
+
+def test_rows_in_no_sequence_give_zeros_and_zero_gradients():
+    check_rows_in_no_sequence("reference")  # the Triton kernels': test_kernel_interpret
+
+
+def check_rows_in_no_sequence(backend):
+    """q, k, v may hold rows past the last sequence (flash-attn allows it, e.g. padded to a
+    fixed size): no kernel reads them, their output is 0 (lse +inf) and their gradients are 0;
+    the other rows are those of the call without them."""
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(12, 2, 16, generator=g).to(BF16).requires_grad_() for _ in range(3))
+    cu_q, cu_k = _cu(0, 4, 9), _cu(0, 5, 10)
+    out, lse, _ = flash_attn_varlen_func(q, k, v, cu_q, cu_k, 5, 5, causal=True,
+                                         return_attn_probs=True, backend=backend)
+    trimmed = [t.detach()[:n].requires_grad_() for t, n in ((q, 9), (k, 10), (v, 10))]
+    want, want_lse, _ = flash_attn_varlen_func(*trimmed, cu_q, cu_k, 5, 5, causal=True,
+                                               return_attn_probs=True, backend=backend)
+    assert torch.equal(out[:9], want) and torch.equal(lse[:, :9], want_lse)
+    assert (out[9:] == 0).all() and (lse[:, 9:] == float("inf")).all()
+    dout = torch.randn(out.shape, generator=g).to(BF16)
+    grads = torch.autograd.grad(out, (q, k, v), dout)
+    want_grads = torch.autograd.grad(want, trimmed, dout[:9])
+    for got, exp, n in zip(grads, want_grads, (9, 10, 10)):
+        assert torch.equal(got[:n], exp) and (got[n:] == 0).all()
+
+
+def test_packing_takes_the_longest_lengths_as_tensors():
+    """Transformers' packed path passes max_seqlen as 0-d tensors: the same output as ints."""
+    q = torch.randn(10, 2, 16, dtype=BF16)
+    cu = _cu(0, 4, 10)
+    as_ints = flash_attn_varlen_func(q, q, q, cu, cu, 6, 6, causal=True)
+    as_tensors = flash_attn_varlen_func(q, q, q, cu, cu, torch.tensor(6), torch.tensor(7),
+                                        causal=True)
+    assert torch.equal(as_ints, as_tensors)
+
+
 def test_unsupported_features_say_what_to_use():
     q, k, v = _qkv()
     with pytest.raises(NotImplementedError, match="ALiBi"):

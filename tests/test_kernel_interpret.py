@@ -605,3 +605,11 @@ def test_fuzz_script_flags_wrong_gradients(monkeypatch, tmp_path):
     assert fuzz.main(args) == 1
     summary = json.loads((tmp_path / "fuzz.json").read_text())["summary"]
     assert summary["failed"] == summary["outside_known_class"] == 3
+
+
+@interp
+def test_packed_rows_in_no_sequence_through_the_kernels():
+    """``test_functional.check_rows_in_no_sequence`` with the Triton kernels."""
+    from test_functional import check_rows_in_no_sequence
+
+    check_rows_in_no_sequence("triton")
