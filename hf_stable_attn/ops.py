@@ -322,10 +322,11 @@ def validate_packing(q: Tensor, k: Tensor, cu_seqlens_q, cu_seqlens_k, max_seqle
     as Python ints, the ends being ``cu_seqlens[-1]`` (rows from there on belong to no
     sequence). A kernel trusts these values: a length past ``max_seqlen`` leaves its last rows
     unwritten and offsets past the tokens read other memory, so a mistake would be a silent
-    wrong answer. They are read from the device in one transfer, which also turns tensor
+    wrong answer. The offsets are read from the device in one transfer, which also turns tensor
     ``max_seqlen``s (Transformers' packed path passes 0-d tensors) into ints: no extra
-    synchronization there, one per call for int lengths on a GPU. Under ``torch.compile`` only
-    the shapes are checked, and the sequences are taken to cover every row."""
+    synchronization there, one per call for int lengths on a GPU; the checks run on the host.
+    Under ``torch.compile`` only the shapes are checked, and the sequences are taken to cover
+    every row."""
     for name, cu in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
         if (not isinstance(cu, Tensor) or cu.dim() != 1 or cu.numel() < 2
                 or cu.dtype not in (torch.int32, torch.int64)):
@@ -344,17 +345,18 @@ def validate_packing(q: Tensor, k: Tensor, cu_seqlens_q, cu_seqlens_k, max_seqle
                          "longest query and key sequence lengths")
     if torch.compiler.is_compiling():
         return max_seqlen_q, max_seqlen_k, q.shape[0], k.shape[0]
-    lengths_q, lengths_k = cu_seqlens_q.diff(), cu_seqlens_k.diff()
-    stats = torch.stack([
-        cu_seqlens_q[0], cu_seqlens_k[0], lengths_q.min(), lengths_k.min(), cu_seqlens_q[-1],
-        cu_seqlens_k[-1], lengths_q.max(), lengths_k.max(),
-        *(torch.as_tensor(m, device=q.device).reshape(()).to(cu_seqlens_q.dtype)
-          for m in (max_seqlen_q, max_seqlen_k)),
-    ]).tolist()
-    first_q, first_k, least_q, least_k, end_q, end_k, most_q, most_k, max_q, max_k = stats
-    for side, first, least, end, most, longest, tokens in (
-            ("q", first_q, least_q, end_q, most_q, max_q, q.shape[0]),
-            ("k", first_k, least_k, end_k, most_k, max_k, k.shape[0])):
+    # One transfer: both offset vectors, and the lengths where they are tensors.
+    lengths = [m.reshape(1).to(cu_seqlens_q.dtype) for m in (max_seqlen_q, max_seqlen_k)
+               if isinstance(m, Tensor)]
+    values = torch.cat([cu_seqlens_q, cu_seqlens_k.to(cu_seqlens_q.dtype), *lengths]).tolist()
+    n = cu_seqlens_q.numel()
+    offsets_q, offsets_k, rest = values[:n], values[n:2 * n], iter(values[2 * n:])
+    max_q, max_k = (next(rest) if isinstance(m, Tensor) else int(m)
+                    for m in (max_seqlen_q, max_seqlen_k))
+    for side, offsets, longest, tokens in (("q", offsets_q, max_q, q.shape[0]),
+                                           ("k", offsets_k, max_k, k.shape[0])):
+        steps = [b - a for a, b in zip(offsets, offsets[1:])]
+        first, least, end, most = offsets[0], min(steps), offsets[-1], max(steps)
         if first != 0 or least < 0:
             raise ValueError(f"cu_seqlens_{side} must start at 0 and never decrease (cumulative "
                              f"lengths); got first {first}, a step of {least}")
@@ -364,7 +366,7 @@ def validate_packing(q: Tensor, k: Tensor, cu_seqlens_q, cu_seqlens_k, max_seqle
         if most > longest:
             raise ValueError(f"a sequence in cu_seqlens_{side} has {most} tokens, more than "
                              f"max_seqlen_{side}={longest}; pass the longest length ({most})")
-    return max_q, max_k, end_q, end_k
+    return max_q, max_k, offsets_q[-1], offsets_k[-1]
 
 
 def attention(
