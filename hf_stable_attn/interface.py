@@ -36,6 +36,7 @@ def _run(q, k, v, packed, cu_q, cu_k, max_q, max_k, dropout_p, softmax_scale, ca
     )
     chosen = ops.resolve_backend(options.backend, q)
     ops.validate_inputs(q, k, v, chosen, packed, key_padding_mask, heads_first, sinks)
+    ops.validate_options(softmax_scale, softcap, dropout_p)
     rows = None
     if packed:
         max_q, max_k, end_q, end_k = ops.validate_packing(q, k, cu_q, cu_k, max_q, max_k)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import math
 from typing import Optional
 
 import torch
@@ -313,6 +314,20 @@ def validate_inputs(q: Tensor, k: Tensor, v: Tensor, backend: str, packed: bool,
             raise TypeError(f"s_aux must be a floating tensor, got {sinks.dtype}")
         if sinks.device != q.device:
             raise ValueError(f"s_aux is on {sinks.device}, the queries on {q.device}; move it there")
+
+
+def validate_options(softmax_scale, softcap, dropout_p) -> None:
+    """Raise a clear error for attention options no path computes correctly: a scale that is not
+    a finite number > 0 (the kernels' scores, shift and log-sum-exp assume it), a softcap that
+    is negative or infinite (0 turns it off), or a dropout probability outside [0, 1) (1 would
+    divide by zero)."""
+    if softmax_scale is not None and not (math.isfinite(softmax_scale) and softmax_scale > 0):
+        raise ValueError(f"softmax_scale must be a finite number > 0 (None: 1/sqrt(head_dim)); "
+                         f"got {softmax_scale}")
+    if softcap is not None and not (math.isfinite(softcap) and softcap >= 0):
+        raise ValueError(f"softcap must be a finite number >= 0 (0 turns it off); got {softcap}")
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"dropout_p must be in [0, 1); got {dropout_p}")
 
 
 def validate_packing(q: Tensor, k: Tensor, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,

@@ -175,6 +175,22 @@ def test_bad_inputs_get_clear_errors(make, error, match):
         flash_attn_func(*make())
 
 
+@pytest.mark.parametrize("options, match", [
+    (dict(dropout_p=1.0), r"dropout_p must be in \[0, 1\); got 1.0"),  # would divide by 0
+    (dict(dropout_p=-0.1), r"dropout_p must be in \[0, 1\)"),
+    (dict(softmax_scale=0.0), "softmax_scale must be a finite number > 0"),
+    (dict(softmax_scale=float("nan")), "softmax_scale must be a finite number > 0"),
+    (dict(softcap=-2.0), "softcap must be a finite number >= 0"),
+    (dict(softcap=float("inf")), "softcap must be a finite number >= 0"),
+])
+@pytest.mark.parametrize("backend", ["reference", "triton"])
+def test_bad_options_get_clear_errors(options, match, backend):
+    """Options no path computes correctly are refused on either backend (before, the reference
+    path took dropout 1.0 to a non-finite output and a negative softcap as none)."""
+    with pytest.raises(ValueError, match=match):
+        flash_attn_func(*_qkv(), **options, backend=backend)
+
+
 def _cu(*offsets):
     return torch.tensor(offsets, dtype=torch.int32)
 
