@@ -36,6 +36,8 @@ class StableAttnOptions:
     backend: str = "auto"
 
     def __post_init__(self):
+        if not isinstance(self.stabilize, bool):  # a string such as "false" would read as on
+            raise TypeError(f"stabilize must be True or False, got {self.stabilize!r}")
         if self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
         if not self.beta > 1.0:

@@ -262,6 +262,8 @@ def test_unsupported_features_say_what_to_use():
         flash_attn_func(q, k, v, backend="cuda")
     with pytest.raises(ValueError, match="beta"):
         flash_attn_func(q, k, v, beta=0.5)
+    with pytest.raises(TypeError, match="stabilize must be True or False, got 'false'"):
+        flash_attn_func(q, k, v, stabilize="false")  # a truthy string would turn the fix on
 
 
 def test_eager_calls_the_implementation_and_compile_calls_the_op(monkeypatch):
