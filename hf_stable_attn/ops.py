@@ -304,6 +304,12 @@ def validate_inputs(q: Tensor, k: Tensor, v: Tensor, backend: str, packed: bool,
             )
         if key_padding_mask.device != k.device:
             raise ValueError(f"key_padding_mask is on {key_padding_mask.device}, keys on {k.device}")
+        if key_padding_mask.is_floating_point() or key_padding_mask.is_complex():
+            raise TypeError(
+                f"key_padding_mask must be bool (True = attend) or 0/1 integers; got "
+                f"{key_padding_mask.dtype}, which an additive mask (0 = attend, -inf = pad) "
+                f"would turn around: pass mask == 0 for one of those"
+            )
     if sinks is not None:
         if sinks.dim() != 1 or sinks.shape[0] != q.shape[heads]:
             raise ValueError(

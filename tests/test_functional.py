@@ -96,6 +96,11 @@ def test_key_padding_mask_equals_unpadding():
     assert torch.isfinite(q.grad).all() and k.grad[keys].abs().sum() > 0
     with pytest.raises(ValueError, match="key_padding_mask must be"):
         flash_attn_func(q, k, v, key_padding_mask=keys[:, :5])
+    additive = torch.zeros(keys.shape).masked_fill(~keys, float("-inf"))  # would read backwards
+    with pytest.raises(TypeError, match="pass mask == 0"):
+        flash_attn_func(q, k, v, key_padding_mask=additive)
+    assert torch.equal(flash_attn_func(q, k, v, causal=True, key_padding_mask=keys.long()),
+                       flash_attn_func(q, k, v, causal=True, key_padding_mask=keys))
 
 
 def test_heads_first_inputs_give_flash_attn_funcs_output_and_gradients():
