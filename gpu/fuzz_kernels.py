@@ -32,6 +32,7 @@ import time
 from dataclasses import asdict, dataclass
 
 import torch
+import triton
 
 from hf_stable_attn.kernels import flash_attn_bwd, flash_attn_fwd
 from hf_stable_attn.reference import reference_backward, reference_forward
@@ -213,7 +214,7 @@ def main(argv=None) -> int:
             print(f"FAIL {json.dumps(record)}", flush=True)
     report = dict(seed=seed, device=(torch.cuda.get_device_name() if args.device == "cuda"
                                      else args.device),
-                  torch=torch.__version__, triton=__import__("triton").__version__,
+                  torch=torch.__version__, triton=triton.__version__,
                   max_len=args.max_len, slack=args.slack,
                   seconds=round(time.perf_counter() - start, 1),
                   summary=summarize(records), records=records)
