@@ -14,6 +14,7 @@ import functools
 import inspect
 import logging
 import math
+import os
 from typing import Optional
 
 import torch
@@ -322,6 +323,11 @@ def validate_inputs(q: Tensor, k: Tensor, v: Tensor, backend: str, packed: bool,
             raise ValueError(f"s_aux is on {sinks.device}, the queries on {q.device}; move it there")
 
 
+# HF_STABLE_ATTN_CHECK_PACKING=0: packed calls trust their cu_seqlens and max_seqlen (no
+# device read where max_seqlen are ints; see validate_packing).
+CHECK_PACKING = os.environ.get("HF_STABLE_ATTN_CHECK_PACKING", "1") != "0"
+
+
 def validate_options(softmax_scale, softcap, dropout_p) -> None:
     """Raise a clear error for attention options no path computes correctly: a scale that is not
     a finite number > 0 (the kernels' scores, shift and log-sum-exp assume it), a softcap that
@@ -346,8 +352,9 @@ def validate_packing(q: Tensor, k: Tensor, cu_seqlens_q, cu_seqlens_k, max_seqle
     wrong answer. The offsets are read from the device in one transfer, which also turns tensor
     ``max_seqlen``s (Transformers' packed path passes 0-d tensors) into ints: no extra
     synchronization there, one per call for int lengths on a GPU; the checks run on the host.
-    Under ``torch.compile`` only the shapes are checked, and the sequences are taken to cover
-    every row."""
+    Under ``torch.compile``, or with ``CHECK_PACKING`` off, only the shapes are checked and the
+    sequences are taken to cover every row (rows past the last one are then left unwritten, as
+    in flash-attn)."""
     for name, cu in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
         if (not isinstance(cu, Tensor) or cu.dim() != 1 or cu.numel() < 2
                 or cu.dtype not in (torch.int32, torch.int64)):
@@ -364,7 +371,7 @@ def validate_packing(q: Tensor, k: Tensor, cu_seqlens_q, cu_seqlens_k, max_seqle
     if max_seqlen_q is None or max_seqlen_k is None:
         raise ValueError("max_seqlen_q and max_seqlen_k are required with cu_seqlens: the "
                          "longest query and key sequence lengths")
-    if torch.compiler.is_compiling():
+    if torch.compiler.is_compiling() or not CHECK_PACKING:
         return max_seqlen_q, max_seqlen_k, q.shape[0], k.shape[0]
     # One transfer: both offset vectors, and the lengths where they are tensors.
     lengths = [m.reshape(1).to(cu_seqlens_q.dtype) for m in (max_seqlen_q, max_seqlen_k)

@@ -1,9 +1,14 @@
 """The flash-attn style functional API and the custom ops (CPU, reference backend)."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
 import hf_stable_attn
+from hf_stable_attn import ops
 from hf_stable_attn import flash_attn_func, flash_attn_varlen_func
 from hf_stable_attn.reference import reference_forward
 from hf_stable_attn.shift_rule import shift_params
@@ -247,6 +252,22 @@ def check_rows_in_no_sequence(backend):
     want_grads = torch.autograd.grad(want, trimmed, dout[:9])
     for got, exp, n in zip(grads, want_grads, (9, 10, 10)):
         assert torch.equal(got[:n], exp) and (got[n:] == 0).all()
+
+
+def test_packing_checks_can_be_turned_off(monkeypatch):
+    """HF_STABLE_ATTN_CHECK_PACKING=0 (read at import) leaves only the shape checks: a too-small
+    max_seqlen passes validation unread, and the rows are taken as all in sequences."""
+    code = "from hf_stable_attn import ops; print(ops.CHECK_PACKING)"
+    for setting, expected in (("0", "False"), ("1", "True")):
+        env = {**os.environ, "HF_STABLE_ATTN_CHECK_PACKING": setting}
+        proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                              text=True, timeout=120)
+        assert proc.stdout.strip() == expected, proc.stderr[-2000:]
+    q = torch.randn(10, 2, 16, dtype=BF16)
+    monkeypatch.setattr(ops, "CHECK_PACKING", False)
+    assert ops.validate_packing(q, q, _cu(0, 4, 8), _cu(0, 4, 8), 3, 3) == (3, 3, 10, 10)
+    with pytest.raises(ValueError, match="same number of sequences"):  # shapes still checked
+        ops.validate_packing(q, q, _cu(0, 4, 8), _cu(0, 8), 3, 3)
 
 
 def test_packing_takes_the_longest_lengths_as_tensors():
