@@ -8,8 +8,7 @@ import pytest
 import torch
 
 import hf_stable_attn
-from hf_stable_attn import ops
-from hf_stable_attn import flash_attn_func, flash_attn_varlen_func
+from hf_stable_attn import flash_attn_func, flash_attn_varlen_func, ops
 from hf_stable_attn.reference import reference_forward
 from hf_stable_attn.shift_rule import shift_params
 
