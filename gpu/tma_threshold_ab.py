@@ -86,7 +86,7 @@ def measure(shape: Shape, least: int, rounds: int, device) -> list[dict]:
             launch.last = None
         start = time.perf_counter()
         got = results(q, k, v, dout, shape.causal)  # tunes this variant's keys
-        torch.cuda.synchronize()
+        timing.synchronize(device)
         first_s = time.perf_counter() - start
         reference = reference or got
         diff = max(float((g - r).norm() / r.norm()) for g, r in zip(got, reference))
@@ -140,13 +140,15 @@ def main(argv=None) -> None:
     ap.add_argument("--total-tokens", type=int, default=16384)
     ap.add_argument("--hidden", type=int, default=2048)
     ap.add_argument("--time-budget-s", type=float, default=None)
+    ap.add_argument("--device", default="cuda", help="cpu: a check of the script (interpreter)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
-    device = torch.device("cuda")
+    device = torch.device(args.device)
     budget = timing.Budget(args.time_budget_s)
     shapes = sweep_shapes(["bf16"], args.seqlens, args.head_dims, [True, False], args.kv_groups,
                           args.total_tokens, args.hidden)
-    out = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__,
+    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    out = dict(gpu=gpu, torch=torch.__version__,
                triton=__import__("triton").__version__, least=args.least, records=[])
     for shape in shapes:
         if not budget.fits():
