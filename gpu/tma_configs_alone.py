@@ -66,7 +66,7 @@ def run_one(part: str, head_dim: int, config: tuple) -> None:
 
     from hf_stable_attn.kernels import _common
 
-    _common.TMA_MIN_SEQLEN = 0  # TMA at every length here, the short shapes included
+    _common.TMA_MIN_SEQLEN = _common.TMA_MIN_SEQLEN_UNMASKED = 0  # TMA at every length here
     tables = _tables()
     pointer = {name: [c for c in table[head_dim] if not _common.tile_config(c)[4]][:1]
                for name, table in tables.items()}

@@ -1,12 +1,15 @@
 """Below ``TMA_MIN_SEQLEN``: the forward and the backward with TMA (and so the Gluon routes) against
-the pointer loads they take now, with cuDNN and FlashAttention-2 in the same run (GPU only).
+the pointer loads, with cuDNN and FlashAttention-2 in the same run (GPU only).
 
-Every call below ``_common.TMA_MIN_SEQLEN`` (2048) rows loads through pointers, so none of the
-Gluon kernels runs there although their D128 routes start at 128 rows (docs/kernel_notes.md,
-"Next levers"). Per shape this times fwd+bwd through ``hf_stable_attn.flash_attn_func`` (the fix
-on) in four variants, each part's ``tma_ready`` given its own threshold:
+Up to session 46 every call below ``_common.TMA_MIN_SEQLEN`` (2048) rows loaded through
+pointers, so none of the Gluon kernels ran there although their D128 routes start at 128 rows
+(docs/kernel_notes.md, session 47). Per shape this times fwd+bwd through
+``hf_stable_attn.flash_attn_func`` (the fix on) in the ``--variants``, each part's
+``tma_ready`` given its own least length:
 
-- ``pointer``: as shipped (both parts from 2048 rows);
+- ``pointer``: both parts from ``TMA_MIN_SEQLEN``, with or without a mask (the rule before
+  ``TMA_MIN_SEQLEN_UNMASKED``);
+- ``shipped``: the launchers' own rule;
 - ``tma_fwd`` / ``tma_bwd``: the forward / the backward with TMA from ``--least`` rows;
 - ``tma``: both.
 
@@ -14,7 +17,8 @@ The variants and the peers (``sdpa_cudnn``, ``sdpa_flash``) run in ``timing.rota
 the same inputs; plans are cleared at each switch (a plan keeps its first call's route), and the
 autotuner's key holds the TMA flag, so each variant tunes its own configs. Each record names the
 tiles each part launched (12 or 16 warps: a Gluon kernel) and the variant's largest relative
-difference from ``pointer`` in the output and the gradients (same algorithm, other tiles).
+difference from the first variant in the output and the gradients (same algorithm, other
+tiles).
 
 Run: ``PYTHONPATH=$PWD python gpu/tma_threshold_ab.py --out ab.json [--seqlens 512 1024]``.
 """
@@ -34,25 +38,26 @@ from benchmarks.bench_attention import (
     Shape, attention_flops, candidates, make_inputs, sweep_shapes)
 from hf_stable_attn.kernels import LAUNCHES, _common, clear_plans, flash_bwd, flash_fwd
 
-SHIPPED = _common.TMA_MIN_SEQLEN
+SHIPPED = {"fwd": flash_fwd.tma_ready, "bwd": flash_bwd.tma_ready}
 
 
 def ready_from(least: int):
-    """``_common.tma_ready`` with ``least`` in place of ``TMA_MIN_SEQLEN``."""
-    def ready(seqlen, *tensors):
-        return _common.tma_ready(max(seqlen, SHIPPED) if seqlen >= least else 0, *tensors)
+    """``_common.tma_ready`` from ``least`` rows, with a mask or without."""
+    def ready(seqlen, *tensors, windowed=True):
+        return _common.tma_ready(_common.TMA_MIN_SEQLEN if seqlen >= least else 0, *tensors)
     return ready
 
 
-def variants(least: int) -> dict[str, tuple[int, int]]:
-    """Name -> (forward's, backward's) least rows for TMA."""
-    return {"pointer": (SHIPPED, SHIPPED), "tma_fwd": (least, SHIPPED),
-            "tma_bwd": (SHIPPED, least), "tma": (least, least)}
+def variants(least: int) -> dict[str, tuple[int | None, int | None]]:
+    """Name -> (forward's, backward's) least rows for TMA; None: the shipped rule."""
+    pointer = _common.TMA_MIN_SEQLEN
+    return {"pointer": (pointer, pointer), "shipped": (None, None),
+            "tma_fwd": (least, pointer), "tma_bwd": (pointer, least), "tma": (least, least)}
 
 
-def use(fwd_least: int, bwd_least: int) -> None:
-    flash_fwd.tma_ready = ready_from(fwd_least)
-    flash_bwd.tma_ready = ready_from(bwd_least)
+def use(fwd_least: int | None, bwd_least: int | None) -> None:
+    flash_fwd.tma_ready = SHIPPED["fwd"] if fwd_least is None else ready_from(fwd_least)
+    flash_bwd.tma_ready = SHIPPED["bwd"] if bwd_least is None else ready_from(bwd_least)
     clear_plans()
 
 
@@ -75,12 +80,13 @@ def results(q, k, v, dout, causal) -> list[torch.Tensor]:
     return got
 
 
-def measure(shape: Shape, least: int, rounds: int, device) -> list[dict]:
+def measure(shape: Shape, least: int, names: list[str], rounds: int, device) -> list[dict]:
     q, k, v, dout = make_inputs(shape, device, seed=int(time.time()))
     base = dict(seqlen=shape.seqlen, batch=shape.batch, heads_q=shape.heads_q,
                 heads_kv=shape.heads_kv, head_dim=shape.head_dim, causal=shape.causal)
     records, timers, reference = [], [], None
-    for name, (fl, bl) in variants(least).items():
+    for name in names:
+        fl, bl = variants(least)[name]
         use(fl, bl)
         for launch in LAUNCHES.values():
             launch.last = None
@@ -93,7 +99,7 @@ def measure(shape: Shape, least: int, rounds: int, device) -> list[dict]:
         tiles = {f"tile_{p}": list(launch.last) for p, launch in LAUNCHES.items()
                  if launch.last is not None}
         records.append({**base, "impl": name, "fwd_least": fl, "bwd_least": bl,
-                        "first_call_s": first_s, "rel_diff_vs_pointer": diff, **tiles})
+                        "first_call_s": first_s, "rel_diff_vs_first": diff, **tiles})
 
         def timer(fl=fl, bl=bl):
             use(fl, bl)
@@ -126,7 +132,7 @@ def measure(shape: Shape, least: int, rounds: int, device) -> list[dict]:
     for r, ms in zip(timed, laps):
         r["ms"], r["ms_rounds"] = statistics.median(ms), ms
         r["tflops"] = attention_flops(shape, "fwd_bwd") / (r["ms"] * 1e-3) / 1e12
-    use(SHIPPED, SHIPPED)
+    use(None, None)
     return records
 
 
@@ -136,6 +142,8 @@ def main(argv=None) -> None:
     ap.add_argument("--head-dims", type=int, nargs="+", default=[128, 64])
     ap.add_argument("--kv-groups", type=int, nargs="+", default=[1, 8])
     ap.add_argument("--least", type=int, default=128, help="TMA from this many rows")
+    ap.add_argument("--variants", nargs="+", default=list(variants(0)), choices=list(variants(0)))
+    ap.add_argument("--causal", choices=["true", "false"], nargs="+", default=["true", "false"])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--total-tokens", type=int, default=16384)
     ap.add_argument("--hidden", type=int, default=2048)
@@ -145,7 +153,8 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     device = torch.device(args.device)
     budget = timing.Budget(args.time_budget_s)
-    shapes = sweep_shapes(["bf16"], args.seqlens, args.head_dims, [True, False], args.kv_groups,
+    causals = [c == "true" for c in args.causal]
+    shapes = sweep_shapes(["bf16"], args.seqlens, args.head_dims, causals, args.kv_groups,
                           args.total_tokens, args.hidden)
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     out = dict(gpu=gpu, torch=torch.__version__,
@@ -154,7 +163,7 @@ def main(argv=None) -> None:
         if not budget.fits():
             print(f"budget spent before {shape}")
             break
-        recs = measure(shape, args.least, args.rounds, device)
+        recs = measure(shape, args.least, args.variants, args.rounds, device)
         out["records"] += recs
         ms = {r["impl"]: r.get("ms") for r in recs}
         print(f"S{shape.seqlen} D{shape.head_dim} causal={shape.causal} "

@@ -32,6 +32,10 @@ TMA = os.environ.get("HF_STABLE_ATTN_TMA", "1") != "0"
 # Sequences shorter than this load through pointers: from 2048 on TMA measured -1% to +6.5% per
 # shape (mean +3%); GPT-2 training at 1024 lost 7-13% end to end with it (kernel_notes.md, v7b).
 TMA_MIN_SEQLEN = 2048
+# Calls with neither a causal mask nor a window take TMA (and so the Gluon kernels) from this
+# length: at 1024 rows fwd+bwd measured 5-18% faster with it, at 512 mixed, and causal calls at
+# 1024 up to 11% slower (one H200, D64 and D128, MHA and GQA 8:1; kernel_notes.md, session 47).
+TMA_MIN_SEQLEN_UNMASKED = 1024
 
 # Compile options every launch passes. FP fusion (multiply-adds: the scores' scale and shift,
 # the rescaling) is Triton's default up to 3.9, which warns that 3.10 turns it off by default;
@@ -339,15 +343,17 @@ def _descriptor_scratch(size: int, alignment: int, stream) -> torch.Tensor:
     return torch.empty(size, dtype=torch.int8, device="cuda")
 
 
-def tma_ready(seqlen: int, *tensors: torch.Tensor) -> bool:
+def tma_ready(seqlen: int, *tensors: torch.Tensor, windowed: bool = True) -> bool:
     """Whether the TMA configs may run on these bf16/fp16 (B, S, H, D) or (T, H, D) tensors
     whose longest sequence is ``seqlen``: unless turned off (``HF_STABLE_ATTN_TMA=0``), never
     under the interpreter (triton 3.9's mis-loads bf16 through descriptors), from
-    ``TMA_MIN_SEQLEN`` on, and with 16-byte aligned bases, strides and rows (multiples of 8
-    elements). The kernels build their descriptors on the device, which needs Triton's scratch
+    ``TMA_MIN_SEQLEN`` on (``TMA_MIN_SEQLEN_UNMASKED`` for a call that is not ``windowed``:
+    neither a causal mask nor a window), and with 16-byte aligned bases, strides and rows
+    (multiples of 8 elements). The kernels build their descriptors on the device, which needs Triton's scratch
     allocator: set here for the calling thread (the autograd engine's threads included) unless
     one is set."""
-    if INTERPRET or not TMA or seqlen < TMA_MIN_SEQLEN:
+    least = TMA_MIN_SEQLEN if windowed else TMA_MIN_SEQLEN_UNMASKED
+    if INTERPRET or not TMA or seqlen < least:
         return False
     if not all(t.data_ptr() % 16 == 0 and t.shape[-1] % 8 == 0
                and all(st % 8 == 0 for st in t.stride()[:-1]) for t in tensors):

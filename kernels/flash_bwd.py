@@ -478,7 +478,8 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
         DOT_FP32=INTERPRET,
         EVEN_D=bd == head_dim, BLOCK_D=bd,
     )
-    tma_ok = tma_ready(max(sq, sk), q, k, v, dout)
+    tma_ok = tma_ready(max(sq, sk), q, k, v, dout,
+                       windowed=window_left >= 0 or window_right >= 0)
     qkv = (*seq_layout(q, varlen), *seq_layout(k, varlen), *seq_layout(v, varlen))
     do_layout = seq_layout(dout, varlen)
     key = (seq_bucket(max(sq, sk)), head_dim, hq // hk, q.dtype, tma_ok, *flags.values())

@@ -263,6 +263,8 @@ def test_tma_is_on_unless_the_environment_turns_it_off(setting, expected):
 
 
 def test_tma_needs_long_sequences_aligned_strides_and_is_off_under_the_interpreter(monkeypatch):
+    """From ``TMA_MIN_SEQLEN`` rows, or ``TMA_MIN_SEQLEN_UNMASKED`` for calls that are not
+    windowed (no causal mask, no window)."""
     x = torch.zeros(2, 16, 4, 64, dtype=torch.bfloat16)
     long = _common.TMA_MIN_SEQLEN
     monkeypatch.setattr(_common, "INTERPRET", False)
@@ -275,6 +277,11 @@ def test_tma_needs_long_sequences_aligned_strides_and_is_off_under_the_interpret
     monkeypatch.setattr(_common.triton, "set_allocator", lambda alloc: None)
     assert _common.tma_ready(long, x, x.transpose(1, 2))
     assert not _common.tma_ready(long - 1, x)
+    unmasked = _common.TMA_MIN_SEQLEN_UNMASKED  # calls with no causal mask and no window
+    assert unmasked < long
+    assert _common.tma_ready(unmasked, x, windowed=False)
+    assert not _common.tma_ready(unmasked - 1, x, windowed=False)
+    assert not _common.tma_ready(unmasked, x)
     assert not _common.tma_ready(long, torch.zeros(2, 16, 3, 40, dtype=torch.bfloat16)[..., :36])
     assert not _common.tma_ready(long, torch.zeros(2, 16, 3, 111, dtype=torch.bfloat16))
 

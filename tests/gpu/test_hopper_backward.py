@@ -14,8 +14,8 @@ pytestmark = [
 ]
 
 if torch.cuda.is_available():
-    from hf_stable_attn.kernels import LAUNCHES, flash_attn_bwd, flash_attn_fwd
-    from hf_stable_attn.kernels import flash_bwd_hopper
+    from hf_stable_attn.kernels import LAUNCHES, clear_plans, flash_attn_bwd, flash_attn_fwd
+    from hf_stable_attn.kernels import _common, flash_bwd_hopper, flash_fwd_hopper
 
 from hf_stable_attn.shift_rule import shift_params  # noqa: E402
 from hf_stable_attn.testing import (  # noqa: E402
@@ -29,6 +29,9 @@ CASES = [  # batch, Sq, Sk, Hq, Hk, D, dtype, causal, (B, H, S, D) layout, no gr
     (1, 3000, 2048, 2, 2, 128, torch.bfloat16, True, True, False),  # rows that see no key
     (1, 2048, 3000, 2, 2, 64, torch.bfloat16, True, False, False),
     (1, 2500, 2171, 4, 2, 64, torch.float16, False, True, True),
+    # Without a mask TMA starts at TMA_MIN_SEQLEN_UNMASKED (1024) rows.
+    (2, 1100, 1300, 4, 2, 128, torch.bfloat16, False, False, False),
+    (1, 1024, 1024, 8, 1, 64, torch.float16, False, True, True),
 ]
 
 
@@ -85,6 +88,25 @@ def test_a_window_or_head_dim_64_below_4096_rows_takes_the_triton_dkdv(head_dim,
     LAUNCHES["dkdv"].last = None
     flash_attn_bwd(dout, q, k, v, out, lse, **kw)
     assert LAUNCHES["dkdv"].last not in (None, flash_bwd_hopper.tile_record(head_dim))
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["no-mask", "causal"])
+def test_below_tma_min_seqlen_only_calls_without_a_mask_take_the_gluon_kernels(causal):
+    """At ``TMA_MIN_SEQLEN_UNMASKED`` rows (below ``TMA_MIN_SEQLEN``) a D128 call without a
+    mask takes TMA and so the Gluon forward, dQ and dK/dV (their routes start at one tile);
+    a causal one keeps the pointer-load Triton kernels."""
+    s = _common.TMA_MIN_SEQLEN_UNMASKED
+    assert s < _common.TMA_MIN_SEQLEN
+    q, k, v, dout = _inputs(2, s, s, 4, 4, 128, torch.bfloat16, False, seed=5)
+    kw = launch_kwargs(s, s, 128, causal=causal)
+    clear_plans()
+    out, lse = flash_attn_fwd(q, k, v, **kw, **fix_kwargs(shift_params(q.dtype)))
+    assert (LAUNCHES["fwd"].last == flash_fwd_hopper.tile_record(128)) == (not causal)
+    flash_attn_bwd(dout, q, k, v, out, lse, **kw)
+    assert (LAUNCHES["dkdv"].last == flash_bwd_hopper.tile_record(128)) == (not causal)
+    assert (LAUNCHES["dq"].last == flash_bwd_hopper.dq_tile_record(128)) == (not causal)
+    if causal:
+        assert not any(LAUNCHES[part].last[4] for part in ("fwd", "dq", "dkdv"))  # no TMA
 
 
 # Calls on the Gluon dK/dV's routes (``FASTER``), the GQA ones with the group split.

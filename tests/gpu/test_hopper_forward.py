@@ -33,6 +33,9 @@ CASES = [  # batch, Sq, Sk, Hq, Hk, D, dtype, causal
     # heads a KV head against 3 consumers.
     (1, 2500, 3001, 6, 2, 64, torch.bfloat16, True),
     (1, 2300, 2300, 12, 3, 64, torch.float16, True),
+    # Without a mask TMA starts at TMA_MIN_SEQLEN_UNMASKED (1024) rows.
+    (2, 1100, 1300, 4, 2, 128, torch.bfloat16, False),
+    (1, 1024, 1024, 8, 1, 64, torch.float16, False),
 ]
 
 
