@@ -279,6 +279,23 @@ def test_packing_takes_the_longest_lengths_as_tensors():
     assert torch.equal(as_ints, as_tensors)
 
 
+def test_packing_reads_shared_offsets_and_lengths_once_and_returns_ints():
+    """Transformers passes one offsets tensor and one 0-d length for q and k, read once but
+    checked for both sides; mixed int dtypes, a float length and a length of several elements."""
+    q = torch.randn(10, 2, 16, dtype=BF16)
+    cu, m = _cu(0, 4, 10), torch.tensor(6)
+    for args in ((cu, cu, m, m), (cu, cu, 6, 6), (cu, cu.long(), torch.tensor(6.0), 6)):
+        got = ops.validate_packing(q, q, *args)
+        assert got == (6, 6, 10, 10) and all(type(x) is int for x in got)
+    short = torch.tensor(5)
+    with pytest.raises(ValueError, match="more than max_seqlen_q=5"):
+        ops.validate_packing(q, q, cu, cu, short, short)
+    with pytest.raises(ValueError, match="more than max_seqlen_k=5"):
+        ops.validate_packing(q, q, cu, cu, m, short)
+    with pytest.raises(ValueError, match="ints or one-element tensors"):
+        ops.validate_packing(q, q, cu, cu, torch.tensor([6, 6]), 6)
+
+
 def test_unsupported_features_say_what_to_use():
     q, k, v = _qkv()
     with pytest.raises(NotImplementedError, match="ALiBi"):
