@@ -13,9 +13,11 @@ def host_us(fn, n=300):
         torch.cuda.synchronize(); t = time.perf_counter(); fn(); laps.append(1e6 * (time.perf_counter() - t))
     return statistics.median(laps)
 m_t = torch.tensor(700, device=dev)
+cu2 = cu.clone()
 for name, fn in [
     ("validate_packing int", lambda: ops.validate_packing(q, q, cu, cu, 700, 700)),
     ("validate_packing tensor", lambda: ops.validate_packing(q, q, cu, cu, m_t, m_t)),
+    ("validate_packing tensor, two cu", lambda: ops.validate_packing(q, q, cu, cu2, m_t, m_t)),
     ("int(tensor) x2", lambda: (int(m_t), int(m_t))),
     ("cu.tolist()", lambda: cu.tolist()),
     ("cat(cu, cu).tolist()", lambda: torch.cat([cu, cu]).tolist()),
