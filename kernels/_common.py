@@ -33,8 +33,9 @@ TMA = os.environ.get("HF_STABLE_ATTN_TMA", "1") != "0"
 # shape (mean +3%); GPT-2 training at 1024 lost 7-13% end to end with it (kernel_notes.md, v7b).
 TMA_MIN_SEQLEN = 2048
 # Calls with neither a causal mask nor a window take TMA (and so the Gluon kernels) from this
-# length: at 1024 rows fwd+bwd measured 5-18% faster with it, at 512 mixed, and causal calls at
-# 1024 up to 11% slower (one H200, D64 and D128, MHA and GQA 8:1; kernel_notes.md, session 47).
+# length: at 1024 and 1536 rows fwd+bwd measured 0-20% faster with it, at 512 mixed, and causal
+# calls at 1024 up to 11% slower (one H200, D64 and D128, MHA and GQA 8:1; kernel_notes.md,
+# session 47).
 TMA_MIN_SEQLEN_UNMASKED = 1024
 
 # Compile options every launch passes. FP fusion (multiply-adds: the scores' scale and shift,
@@ -349,9 +350,9 @@ def tma_ready(seqlen: int, *tensors: torch.Tensor, windowed: bool = True) -> boo
     under the interpreter (triton 3.9's mis-loads bf16 through descriptors), from
     ``TMA_MIN_SEQLEN`` on (``TMA_MIN_SEQLEN_UNMASKED`` for a call that is not ``windowed``:
     neither a causal mask nor a window), and with 16-byte aligned bases, strides and rows
-    (multiples of 8 elements). The kernels build their descriptors on the device, which needs Triton's scratch
-    allocator: set here for the calling thread (the autograd engine's threads included) unless
-    one is set."""
+    (multiples of 8 elements). The kernels build their descriptors on the device, which needs
+    Triton's scratch allocator: set here for the calling thread (the autograd engine's threads
+    included) unless one is set."""
     least = TMA_MIN_SEQLEN if windowed else TMA_MIN_SEQLEN_UNMASKED
     if INTERPRET or not TMA or seqlen < least:
         return False
