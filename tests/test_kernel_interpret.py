@@ -608,6 +608,31 @@ def test_fuzz_script_flags_wrong_gradients(monkeypatch, tmp_path):
 
 
 @interp
+def test_tma_threshold_script_times_each_variant_and_restores_the_launchers(tmp_path):
+    """``gpu/tma_threshold_ab.py`` on a tiny shape: a timed record per variant, equal results
+    (the interpreter never takes TMA, so every variant runs the same kernels), and the
+    launchers' own ``tma_ready`` back in place afterwards."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    from hf_stable_attn.kernels import _common, flash_bwd, flash_fwd
+
+    path = Path(__file__).resolve().parent.parent / "gpu" / "tma_threshold_ab.py"
+    spec = importlib.util.spec_from_file_location("tma_threshold_ab", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    out = tmp_path / "ab.json"
+    script.main(["--device", "cpu", "--seqlens", "16", "--head-dims", "16", "--kv-groups", "1",
+                 "--causal", "false", "--total-tokens", "16", "--hidden", "16", "--rounds", "1",
+                 "--variants", "pointer", "shipped", "tma", "--out", str(out)])
+    records = {r["impl"]: r for r in json.loads(out.read_text())["records"]}
+    for name in ("pointer", "shipped", "tma"):
+        assert records[name]["ms"] > 0 and records[name]["rel_diff_vs_first"] == 0.0
+    assert flash_fwd.tma_ready is _common.tma_ready and flash_bwd.tma_ready is _common.tma_ready
+
+
+@interp
 def test_packed_rows_in_no_sequence_through_the_kernels():
     """``test_functional.check_rows_in_no_sequence`` with the Triton kernels."""
     from test_functional import check_rows_in_no_sequence
