@@ -4,8 +4,13 @@ The GPU suite (``tests/gpu``) checks fixed shapes with fixed seeds; this draws n
 dims 16-256 (odd ones included), lengths from 1 to ``--max-len`` (tile tails, TMA lengths,
 unequal query and key lengths), MHA/GQA/MQA, dense, packed and key-padding layouts, causal masks,
 windows, softcap, dropout, fix on or off at several betas, inputs scaled up (peaked rows) and
-keys repeated (exact ties). Each case runs the launchers (so the Hopper routes and TMA entries
-take the calls they cover) and applies the suite's flash rule: the kernel's error against a
+keys repeated (exact ties). A quarter of the cases (``HOPPER_SHARE``) are drawn as the Hopper
+routes' calls: dense, head dim 64 or 128, no window, softcap, dropout or padding mask, from 1024
+rows (where calls without a mask take TMA; causal ones from 2048). Draws of every feature alike
+make such a call about 1 case in 15 (6.5% of 200000 draws at ``--max-len`` 2500, counting
+causal ones from 2048 rows), although most real calls on Hopper are such. Each case
+runs the launchers (so the Hopper routes and TMA entries take the calls they cover) and applies
+the suite's flash rule: the kernel's error against a
 float64 oracle at most 2x (output) or 3x (dQ, dK, dV) that of the same attention in plain
 PyTorch in the input dtype, plus ``--slack``; any non-finite value fails.
 
@@ -41,6 +46,8 @@ from hf_stable_attn.testing import fix_kwargs, launch_kwargs, max_error, oracle_
 
 HEAD_DIMS = (16, 32, 40, 64, 64, 72, 96, 111, 128, 128, 160, 192, 256)
 HEADS = ((4, 4), (8, 1), (6, 2), (8, 8), (16, 2), (3, 3))  # (query heads, KV heads)
+HOPPER_SHARE = 0.25  # of the cases drawn as the Gluon kernels' calls
+HOPPER_LEAST_ROWS = 1024
 
 
 @dataclass(frozen=True)
@@ -81,6 +88,8 @@ def _length(rng: random.Random, max_len: int) -> int:
 
 def draw_case(rng: random.Random, max_len: int) -> Case:
     """A random case; the batch shrinks with the lengths so the float64 oracle stays small."""
+    if rng.random() < HOPPER_SHARE:
+        return draw_hopper_case(rng, max_len)
     heads_q, heads_kv = rng.choice(HEADS)
     sq = _length(rng, max_len)
     sk = sq if rng.random() < 0.5 else _length(rng, max_len)
@@ -103,6 +112,27 @@ def draw_case(rng: random.Random, max_len: int) -> Case:
         causal=causal, window_left=window_left, window_right=window_right,
         softcap=rng.uniform(5.0, 50.0) if rng.random() < 0.15 else 0.0,
         dropout_p=rng.choice((0.1, 0.25)) if rng.random() < 0.15 else 0.0,
+        q_scale=rng.choice((1.0, 1.0, 3.0, 8.0)),
+        repeated_keys=rng.randint(1, 8) if rng.random() < 0.3 else 0,
+        stabilize=rng.random() < 0.85, beta=rng.choice((2.0, 4.0, 8.0)),
+    )
+
+
+def draw_hopper_case(rng: random.Random, max_len: int) -> Case:
+    """A case of the kind the Hopper routes take (see the module docstring): dense, head dim 64
+    or 128, a causal mask or none, from ``HOPPER_LEAST_ROWS`` rows (``max_len`` where that is
+    shorter); heads, dtype, scale, repeated keys and the fix drawn as in ``draw_case``."""
+    heads_q, heads_kv = rng.choice(HEADS)
+    least = min(max_len, HOPPER_LEAST_ROWS)
+    sq = rng.randint(least, max_len)
+    sk = sq if rng.random() < 0.5 else rng.randint(least, max_len)
+    batch = max(1, min(3, 3000 // max(sq, sk)))
+    causal = rng.random() < 0.5
+    return Case(
+        dtype=rng.choice(("bfloat16", "bfloat16", "float16")),
+        head_dim=rng.choice((64, 128)), heads_q=heads_q, heads_kv=heads_kv,
+        lens_q=(sq,) * batch, lens_k=(sk,) * batch, packed=False, key_padding=False,
+        causal=causal, window_left=-1, window_right=-1, softcap=0.0, dropout_p=0.0,
         q_scale=rng.choice((1.0, 1.0, 3.0, 8.0)),
         repeated_keys=rng.randint(1, 8) if rng.random() < 0.3 else 0,
         stabilize=rng.random() < 0.85, beta=rng.choice((2.0, 4.0, 8.0)),

@@ -585,9 +585,11 @@ def test_sinks_through_the_kernels_meet_the_flash_rule():
 @interp
 def test_fuzz_script_flags_wrong_gradients(monkeypatch, tmp_path):
     """``gpu/fuzz_kernels.py`` on tiny drawn cases: the kernels leave nothing outside its known
-    class of misses, and gradients 2% off are all outside it (the run's exit status 1)."""
+    class of misses (a case drawn as the Hopper routes' calls included), and gradients 2% off
+    are all outside it (the run's exit status 1)."""
     import importlib.util
     import json
+    import random
     from pathlib import Path
 
     path = Path(__file__).resolve().parent.parent / "gpu" / "fuzz_kernels.py"
@@ -599,6 +601,11 @@ def test_fuzz_script_flags_wrong_gradients(monkeypatch, tmp_path):
             "--slack", "2e-3", "--out", str(tmp_path / "fuzz.json")]
     assert fuzz.main(args) == 0
     assert json.loads((tmp_path / "fuzz.json").read_text())["summary"]["cases"] == 3
+    hopper = fuzz.draw_hopper_case(random.Random(7), 24)  # the Gluon routes' kind of call
+    assert (not hopper.packed and not hopper.key_padding and hopper.head_dim in (64, 128)
+            and hopper.window_left == hopper.window_right == -1 and hopper.softcap == 0.0
+            and hopper.dropout_p == 0.0 and hopper.lens_q[0] == 24)
+    assert fuzz.run_case(hopper, 7, "cpu", 2e-3)["ok"]
     kernel_bwd = fuzz.flash_attn_bwd
     monkeypatch.setattr(fuzz, "flash_attn_bwd",
                         lambda *a, **kw: tuple(g * 1.02 for g in kernel_bwd(*a, **kw)))
