@@ -86,6 +86,15 @@ def _length(rng: random.Random, max_len: int) -> int:
     return rng.randint(max(1, max_len - 130), max_len)
 
 
+def _shared_draws(rng: random.Random) -> dict:
+    """``Case`` fields both kinds of draw make alike: dtype, the queries' scale, repeated keys,
+    the fix and beta."""
+    return dict(dtype=rng.choice(("bfloat16", "bfloat16", "float16")),
+                q_scale=rng.choice((1.0, 1.0, 3.0, 8.0)),
+                repeated_keys=rng.randint(1, 8) if rng.random() < 0.3 else 0,
+                stabilize=rng.random() < 0.85, beta=rng.choice((2.0, 4.0, 8.0)))
+
+
 def draw_case(rng: random.Random, max_len: int) -> Case:
     """A random case; the batch shrinks with the lengths so the float64 oracle stays small."""
     if rng.random() < HOPPER_SHARE:
@@ -105,23 +114,20 @@ def draw_case(rng: random.Random, max_len: int) -> Case:
     window_left = rng.randint(0, 300) if rng.random() < 0.15 else -1
     window_right = -1 if causal or rng.random() < 0.8 else rng.randint(0, 300)
     return Case(
-        dtype=rng.choice(("bfloat16", "bfloat16", "float16")),
         head_dim=rng.choice(HEAD_DIMS), heads_q=heads_q, heads_kv=heads_kv,
         lens_q=lens_q, lens_k=lens_k, packed=packed,
         key_padding=not packed and rng.random() < 0.12,
         causal=causal, window_left=window_left, window_right=window_right,
         softcap=rng.uniform(5.0, 50.0) if rng.random() < 0.15 else 0.0,
         dropout_p=rng.choice((0.1, 0.25)) if rng.random() < 0.15 else 0.0,
-        q_scale=rng.choice((1.0, 1.0, 3.0, 8.0)),
-        repeated_keys=rng.randint(1, 8) if rng.random() < 0.3 else 0,
-        stabilize=rng.random() < 0.85, beta=rng.choice((2.0, 4.0, 8.0)),
+        **_shared_draws(rng),
     )
 
 
 def draw_hopper_case(rng: random.Random, max_len: int) -> Case:
     """A case of the kind the Hopper routes take (see the module docstring): dense, head dim 64
     or 128, a causal mask or none, from ``HOPPER_LEAST_ROWS`` rows (``max_len`` where that is
-    shorter); heads, dtype, scale, repeated keys and the fix drawn as in ``draw_case``."""
+    shorter); heads and ``_shared_draws`` as in ``draw_case``."""
     heads_q, heads_kv = rng.choice(HEADS)
     least = min(max_len, HOPPER_LEAST_ROWS)
     sq = rng.randint(least, max_len)
@@ -129,13 +135,10 @@ def draw_hopper_case(rng: random.Random, max_len: int) -> Case:
     batch = max(1, min(3, 3000 // max(sq, sk)))
     causal = rng.random() < 0.5
     return Case(
-        dtype=rng.choice(("bfloat16", "bfloat16", "float16")),
         head_dim=rng.choice((64, 128)), heads_q=heads_q, heads_kv=heads_kv,
         lens_q=(sq,) * batch, lens_k=(sk,) * batch, packed=False, key_padding=False,
         causal=causal, window_left=-1, window_right=-1, softcap=0.0, dropout_p=0.0,
-        q_scale=rng.choice((1.0, 1.0, 3.0, 8.0)),
-        repeated_keys=rng.randint(1, 8) if rng.random() < 0.3 else 0,
-        stabilize=rng.random() < 0.85, beta=rng.choice((2.0, 4.0, 8.0)),
+        **_shared_draws(rng),
     )
 
 
