@@ -582,21 +582,29 @@ def test_sinks_through_the_kernels_meet_the_flash_rule():
         q, k, v, causal=True, sinks=s, compute_dtype=dtype), (q, k, v, sinks))
 
 
+def _gpu_script(name: str, monkeypatch):
+    """The script ``gpu/<name>.py`` loaded as a module (``gpu/`` is no package), in
+    ``sys.modules`` for the test (a dataclass there looks its module up)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "gpu" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, name, module)
+    spec.loader.exec_module(module)
+    return module
+
+
 @interp
 def test_fuzz_script_flags_wrong_gradients(monkeypatch, tmp_path):
     """``gpu/fuzz_kernels.py`` on tiny drawn cases: the kernels leave nothing outside its known
     class of misses (a case drawn as the Hopper routes' calls included), and gradients 2% off
     are all outside it (the run's exit status 1)."""
-    import importlib.util
     import json
     import random
-    from pathlib import Path
 
-    path = Path(__file__).resolve().parent.parent / "gpu" / "fuzz_kernels.py"
-    spec = importlib.util.spec_from_file_location("fuzz_kernels", path)
-    fuzz = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "fuzz_kernels", fuzz)  # its dataclass looks itself up
-    spec.loader.exec_module(fuzz)
+    fuzz = _gpu_script("fuzz_kernels", monkeypatch)
     args = ["--device", "cpu", "--max-len", "24", "--max-cases", "3", "--seed", "5",
             "--slack", "2e-3", "--out", str(tmp_path / "fuzz.json")]
     assert fuzz.main(args) == 0
@@ -615,20 +623,16 @@ def test_fuzz_script_flags_wrong_gradients(monkeypatch, tmp_path):
 
 
 @interp
-def test_tma_threshold_script_times_each_variant_and_restores_the_launchers(tmp_path):
+def test_tma_threshold_script_times_each_variant_and_restores_the_launchers(monkeypatch,
+                                                                            tmp_path):
     """``gpu/tma_threshold_ab.py`` on a tiny shape: a timed record per variant, equal results
     (the interpreter never takes TMA, so every variant runs the same kernels), and the
     launchers' own ``tma_ready`` back in place afterwards."""
-    import importlib.util
     import json
-    from pathlib import Path
 
     from hf_stable_attn.kernels import _common, flash_bwd, flash_fwd
 
-    path = Path(__file__).resolve().parent.parent / "gpu" / "tma_threshold_ab.py"
-    spec = importlib.util.spec_from_file_location("tma_threshold_ab", path)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = _gpu_script("tma_threshold_ab", monkeypatch)
     out = tmp_path / "ab.json"
     script.main(["--device", "cpu", "--seqlens", "16", "--head-dims", "16", "--kv-groups", "1",
                  "--causal", "false", "--total-tokens", "16", "--hidden", "16", "--rounds", "1",
