@@ -1,7 +1,8 @@
 """Which route is faster at 2048 and 4096 tokens (H100/H200): the forward with the fix through
-the Gluon kernel (two tile widths) or the tuned Triton kernel, the GQA backward with each
-group split (docs/kernel_notes.md, session 18), and (``--kinds routes``) the backward with each
-pairing of the Gluon and Triton dQ and dK/dV kernels, MHA and GQA 8:1.
+the Gluon kernel (its table's config, 64-key tiles, and two consumers on 128-row tiles; each
+with one program per tile and persistent) or the tuned Triton kernel, MHA and GQA 8:1; the GQA
+backward with each group split (docs/kernel_notes.md, session 18); and (``--kinds routes``) the
+backward with each pairing of the Gluon and Triton dQ and dK/dV kernels, MHA and GQA 8:1.
 
 Run: ``PYTHONPATH=$PWD python gpu/route_check.py --out routes.json [--budget-s 300]
 [--kinds fwd bwd routes] [--seqlens 2048 4096] [--head-dims 64 128] [--causal true false]``.
@@ -49,22 +50,30 @@ def patched(module, **values):
 
 
 def forward_variants(q, k, v, kw, fix):
-    """name -> forward call: the Gluon kernel at its table config and at 64-key tiles, and the
-    Triton kernel (Gluon routing switched off for this head dim)."""
+    """name -> forward call: the Gluon kernel at its table config, at 64-key tiles and with two
+    consumers (128-row tiles, whose 64-row halves see the same causal key tiles; session 34's
+    232 registers), each with one program per tile and persistent (one per SM), and the Triton
+    kernel (Gluon routing switched off for this head dim)."""
     d = q.shape[-1]
     m = flash_fwd_hopper
     table = m.HOPPER_CONFIGS[d]
+    group = q.shape[2] // k.shape[2]
+    key = (d, bool(kw["causal"]), group >= m.GROUPED)
 
-    def run(config, gluon):
+    def run(config, gluon, persistent=False):
         """With ``gluon`` the Gluon kernel at ``config`` from one full tile (whatever ``FASTER``'s
-        length rule says), else the Triton kernel."""
-        rest = {key: rows for key, rows in m.FASTER.items() if key != (d, True)}
+        length rule says), persistent or not (whatever ``PERSISTENT_BELOW`` says), else the
+        Triton kernel."""
+        rest = {kk: rows for kk, rows in m.FASTER.items() if kk != (d, True)}
+        below = {kk: rows for kk, rows in m.PERSISTENT_BELOW.items() if kk != key}
         with patched(m, HOPPER_CONFIGS={**m.HOPPER_CONFIGS, d: config},
-                     FASTER={**rest, (d, True): (128, 128)} if gluon else rest):
+                     FASTER={**rest, (d, True): (128, 128)} if gluon else rest,
+                     PERSISTENT_BELOW={**below, key: 1 << 30} if persistent else below):
             return flash_attn_fwd(q, k, v, **kw, **fix)
-    return {f"gluon {table}": lambda: run(table, True),
-            f"gluon {(64, *table[1:])}": lambda: run((64, *table[1:]), True),
-            "triton": lambda: run(table, False)}
+    configs = [table, (64, *table[1:]), (table[0], table[1], 232, 2, table[4])]
+    variants = {f"gluon {c}{' persistent' if p else ''}": (lambda c=c, p=p: run(c, True, p))
+                for c in dict.fromkeys(configs) for p in (False, True)}
+    return {**variants, "triton": lambda: run(table, False)}
 
 
 def backward_variants(dout, q, k, v, out, lse, kw):
@@ -90,6 +99,11 @@ def backward_routes(dout, q, k, v, out, lse, kw, causal):
             return flash_attn_bwd(dout, q, k, v, out, lse, **kw)
     return {f"dq {'gluon' if a else 'triton'}, dkdv {'gluon' if b else 'triton'}":
             (lambda a=a, b=b: run(a, b)) for a in (False, True) for b in (False, True)}
+
+
+# KV heads of each kind's shapes, from the query heads (None: the kind's default, ``measure``).
+VARIED_HEADS = {"fwd": lambda hq: (None, hq // 8), "bwd": lambda hq: (None,),
+                "routes": lambda hq: (None, hq)}
 
 
 def query_heads(head_dim: int) -> int:
@@ -133,7 +147,7 @@ def main() -> None:
     result = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, timings=[])
     plan = [(kind, s, d, causal == "true", heads_kv) for kind in args.kinds
             for s in args.seqlens for d in args.head_dims for causal in args.causal
-            for heads_kv in ((None, query_heads(d)) if kind == "routes" else (None,))]
+            for heads_kv in VARIED_HEADS[kind](query_heads(d))]
     time_within_budget(plan, lambda item: measure(*item, args.rounds), result,
                        args.out, args.budget_s, t0, ("kind", "shape", "tflops"))
 
