@@ -25,7 +25,8 @@ pytestmark = [
 ]
 
 if torch.cuda.is_available():
-    from hf_stable_attn.kernels import flash_attn_bwd, flash_attn_fwd
+    from hf_stable_attn.kernels import LAUNCHES, flash_attn_bwd, flash_attn_fwd
+    from hf_stable_attn.kernels._common import AUTOTUNE, tma_ready
 
 from hf_stable_attn.shift_rule import row_shift, shift_params  # noqa: E402
 from hf_stable_attn.testing import (  # noqa: E402
@@ -124,12 +125,26 @@ def test_key_padding_mask_against_float64(sk):
                            f"key padding decode sk={sk}")
 
 
-def test_softcap_and_decode():
-    torch.manual_seed(0)
-    q = torch.randn(2, 1, 8, 128, device="cuda", dtype=torch.bfloat16)
-    k = torch.randn(2, 3000, 2, 128, device="cuda", dtype=torch.bfloat16)
+@pytest.mark.parametrize("sq,sk,causal", [(1, 3000, True), (1, 1500, False), (5, 1100, False)],
+                         ids=["causal", "no-mask-from-1024", "chunk-no-mask-from-1024"])
+@pytest.mark.parametrize("d", [64, 128])
+def test_decode_step_against_float64(sq, sk, causal, d):
+    """Decoding steps (one query row, or a short chunk) against long caches, GQA 4:1: each on
+    the Triton forward's TMA configs (too few rows for the Gluon one), which calls without a
+    mask take from 1024 keys (``TMA_MIN_SEQLEN_UNMASKED``): TMA-ready, and launched as the
+    table's first entry (a TMA one at D64 and D128) where autotuning is off, as in the suite."""
+    torch.manual_seed(sk + d)
+    q = torch.randn(2, sq, 8, d, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(2, sk, 2, d, device="cuda", dtype=torch.bfloat16)
     v = torch.randn_like(k)
-    _check_against_float64(q, k, v, _masking(q, k, causal=True), "decode")
+    assert tma_ready(max(sq, sk), k, v, windowed=causal)
+    LAUNCHES["fwd"].last = None
+    _check_against_float64(q, k, v, _masking(q, k, causal=causal), "decode")
+    assert LAUNCHES["fwd"].last[4] or AUTOTUNE, "expected a TMA config of the Triton forward"
+
+
+def test_softcap():
+    torch.manual_seed(0)
     q = torch.randn(2, 300, 8, 64, device="cuda", dtype=torch.bfloat16)
     k = torch.randn(2, 300, 8, 64, device="cuda", dtype=torch.bfloat16) * 3
     v = torch.randn_like(k)
@@ -280,11 +295,12 @@ def test_structural_no_p_rounds_to_one(positions):
     assert (p_max(plain) == 1.0).all()
 
 
-@pytest.mark.parametrize("sk", [1024, 4096], ids=["pointer-loads", "tma-loads"])
+@pytest.mark.parametrize("sk", [1008, 4096], ids=["pointer-loads", "tma-loads"])
 def test_tie_decisions_match_the_shift_rule(sk):
     """Rows whose top two scores (in different key tiles) lie a few bf16 steps apart, some inside
     the tie window and some outside: every row's shift equals ``shift_rule.row_shift`` of its
-    top two scores. Both lengths, since from ``TMA_MIN_SEQLEN`` on other tile configs run."""
+    top two scores. Both lengths, since from ``TMA_MIN_SEQLEN_UNMASKED`` (1024 keys without a
+    mask) on other tile configs run."""
     # Drawn on the CPU: the fractions below were checked for these seeds.
     q, k, v = (t.cuda() for t in near_tie_inputs(64, 512, sk, seed=sk))
     m = _masking(q, k)
