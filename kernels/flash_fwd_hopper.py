@@ -523,13 +523,15 @@ FASTER = {(128, True): (128, 128), (128, False): (128, 128), (64, True): (2048, 
 # Query rows per (head dim, causal, grouped: at least GROUPED query heads per KV head) below
 # which a launch is persistent (``launch_shape``). Measured on H200s against one program per
 # tile (docs/kernel_notes.md, session 33): without a causal mask 4-10% faster at S 2048 (D64 and
-# D128, MHA and GQA 8:1), level at 4096 (D64). Causal, heaviest first over all columns: MHA
-# slower (each column its own K/V), GQA 8:1 faster (D128 +14%, D64 +4% but still behind the
-# Triton forward, which D64 causal calls take there). Session 34, one H200: D128 causal GQA 8:1
-# +10% with the fix and +6% without at S 2048, +1-2% at 4096; MHA -8% to -13%.
+# D128, MHA and GQA 8:1); session 48 (two runs, with the fix): 0-3.6% faster at 4096 and 1-3%
+# at 8192 (D64 and D128, MHA and GQA 8:1; 16384 not measured). Causal, heaviest first over all
+# columns: MHA slower (each column its own K/V), GQA 8:1 faster (D128 +14%, D64 +4% but still
+# behind the Triton forward, which D64 causal calls take there). Session 34, one H200: D128
+# causal GQA 8:1 +10% with the fix and +6% without at S 2048, +1-2% at 4096; MHA -8% to -13%.
 GROUPED = 8
-PERSISTENT_BELOW = {(64, False, False): 4096, (64, False, True): 4096,
-                    (128, False, False): 4096, (128, False, True): 4096, (128, True, True): 4096}
+PERSISTENT_BELOW = {(64, False, False): 16384, (64, False, True): 16384,
+                    (128, False, False): 16384, (128, False, True): 16384,
+                    (128, True, True): 4096}
 ENABLED = os.environ.get("HF_STABLE_ATTN_GLUON", "1") != "0"
 
 

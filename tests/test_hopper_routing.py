@@ -101,11 +101,14 @@ def test_a_kv_groups_heads_are_stacked_where_a_causal_tile_spans_part_of_a_key_t
 @pytest.mark.parametrize("head_dim, causal, heads_per_kv, persistent", [
     (64, False, 1, True), (128, False, 8, True), (128, True, 8, True), (128, True, 4, False),
     (128, True, 1, False), (64, True, 8, False)])
-def test_persistent_launches_below_4096_rows_where_measured_faster(head_dim, causal,
-                                                                  heads_per_kv, persistent):
-    """Without a causal mask, and with one at D128 where 8 query heads share a KV head."""
+def test_persistent_launches_where_measured_faster(head_dim, causal, heads_per_kv,
+                                                   persistent):
+    """Without a causal mask below 16384 rows, and with one below 4096 at D128 where 8 query
+    heads share a KV head."""
     assert flash_fwd_hopper.persistent_launch(head_dim, causal, 2048, heads_per_kv) == persistent
-    assert not flash_fwd_hopper.persistent_launch(head_dim, causal, 4096, heads_per_kv)
+    longest = 8192 if not causal else 2048
+    assert flash_fwd_hopper.persistent_launch(head_dim, causal, longest, heads_per_kv) == persistent
+    assert not flash_fwd_hopper.persistent_launch(head_dim, causal, 2 * longest, heads_per_kv)
 
 
 BWD_COVERED = dict(varlen=False, window_left=-1, window_right=-1, causal=True,
