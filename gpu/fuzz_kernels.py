@@ -9,7 +9,8 @@ routes' calls: dense, head dim 64 or 128, no window, softcap, dropout or padding
 rows (where calls without a mask take TMA; causal ones from 2048). Draws of every feature alike
 make such a call about 1 case in 15 (6.5% of 200000 draws at ``--max-len`` 2500, counting
 causal ones from 2048 rows), although most real calls on Hopper are such. Each case
-runs the launchers (so the Hopper routes and TMA entries take the calls they cover) and applies
+runs the launchers (so the Hopper routes and TMA entries take the calls they cover; its record's
+``gluon`` lists the parts a Gluon kernel ran, the summary counts such cases) and applies
 the suite's flash rule: the kernel's error against a
 float64 oracle at most 2x (output) or 3x (dQ, dK, dV) that of the same attention in plain
 PyTorch in the input dtype, plus ``--slack``; any non-finite value fails.
@@ -39,7 +40,7 @@ from dataclasses import asdict, dataclass
 import torch
 import triton
 
-from hf_stable_attn.kernels import flash_attn_bwd, flash_attn_fwd
+from hf_stable_attn.kernels import LAUNCHES, flash_attn_bwd, flash_attn_fwd
 from hf_stable_attn.reference import reference_backward, reference_forward
 from hf_stable_attn.shift_rule import shift_params
 from hf_stable_attn.testing import fix_kwargs, launch_kwargs, max_error, oracle_with_grads
@@ -48,6 +49,7 @@ HEAD_DIMS = (16, 32, 40, 64, 64, 72, 96, 111, 128, 128, 160, 192, 256)
 HEADS = ((4, 4), (8, 1), (6, 2), (8, 8), (16, 2), (3, 3))  # (query heads, KV heads)
 HOPPER_SHARE = 0.25  # of the cases drawn as the Gluon kernels' calls
 HOPPER_LEAST_ROWS = 1024
+GLUON_WARPS = 12  # the Gluon kernels' launch records have 12 or 16 warps, the Triton ones 4 or 8
 
 
 @dataclass(frozen=True)
@@ -186,11 +188,13 @@ def run_case(case: Case, seed: int, device: str, slack: float) -> dict:
     does."""
     q, k, v, dout, m = make_inputs(case, seed, device)
     params = shift_params(q.dtype, stabilize=case.stabilize, beta=case.beta)
+    for launch in LAUNCHES.values():
+        launch.last = None
     out, lse = flash_attn_fwd(q, k, v, **m, **fix_kwargs(params))
     grads = flash_attn_bwd(dout, q, k, v, out, lse, **m, deterministic=True)
     exact, exact_g = oracle_with_grads(q, k, v, dout, torch.float64, **m)
     plain, plain_g = oracle_with_grads(q, k, v, dout, q.dtype, **m)
-    record = dict(seed=seed, **asdict(case), ok=True, known_class=True)
+    record = dict(seed=seed, **asdict(case), ok=True, known_class=True, gluon=gluon_parts())
     reference = None
     checks = (("out", out, plain, exact), *zip(("dq", "dk", "dv"), grads, plain_g, exact_g))
     for i, (name, got, pl, ex) in enumerate(checks):
@@ -209,6 +213,12 @@ def run_case(case: Case, seed: int, device: str, slack: float) -> dict:
     return record
 
 
+def gluon_parts() -> list[str]:
+    """The parts (``fwd``, ``dq``, ``dkdv``) whose last launch ran a Gluon kernel."""
+    return [part for part, launch in LAUNCHES.items()
+            if launch.last is not None and launch.last[2] >= GLUON_WARPS]
+
+
 def _reference_path(q, k, v, dout, m, params) -> tuple:
     """``(out, dq, dk, dv)`` of the reference path in q's dtype."""
     out, lse = reference_forward(q, k, v, **m, shift=params)
@@ -216,12 +226,14 @@ def _reference_path(q, k, v, dout, m, params) -> tuple:
 
 
 def summarize(records: list[dict]) -> dict:
-    """Counts of cases, failures and failures outside the known class; the passing cases'
-    largest ratio of error to plain-PyTorch error per output (the margin to the rule)."""
+    """Counts of cases, failures, failures outside the known class and cases a Gluon kernel
+    ran in; the passing cases' largest ratio of error to plain-PyTorch error per output (the
+    margin to the rule)."""
     passed = [r for r in records if r["ok"]]
     unknown = [r for r in records if not r["known_class"]]
     return dict(cases=len(records), failed=len(records) - len(passed),
                 outside_known_class=len(unknown),
+                gluon_cases=sum(bool(r["gluon"]) for r in records),
                 worst_passing_ratio={n: max((r[n]["ratio"] or 0.0 for r in passed), default=None)
                                      for n in ("out", "dq", "dk", "dv")})
 

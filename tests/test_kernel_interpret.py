@@ -599,8 +599,10 @@ def _gpu_script(name: str, monkeypatch):
 @interp
 def test_fuzz_script_flags_wrong_gradients(monkeypatch, tmp_path):
     """``gpu/fuzz_kernels.py`` on tiny drawn cases: the kernels leave nothing outside its known
-    class of misses (a case drawn as the Hopper routes' calls included), and gradients 2% off
-    are all outside it (the run's exit status 1)."""
+    class of misses (a case drawn as the Hopper routes' calls included), a record names the
+    parts a Gluon kernel ran (none under the interpreter; the forward where its launcher
+    recorded the Gluon forward's config), and gradients 2% off are all outside the class (the
+    run's exit status 1)."""
     import json
     import random
 
@@ -608,12 +610,23 @@ def test_fuzz_script_flags_wrong_gradients(monkeypatch, tmp_path):
     args = ["--device", "cpu", "--max-len", "24", "--max-cases", "3", "--seed", "5",
             "--slack", "2e-3", "--out", str(tmp_path / "fuzz.json")]
     assert fuzz.main(args) == 0
-    assert json.loads((tmp_path / "fuzz.json").read_text())["summary"]["cases"] == 3
+    summary = json.loads((tmp_path / "fuzz.json").read_text())["summary"]
+    assert summary["cases"] == 3 and summary["gluon_cases"] == 0
     hopper = fuzz.draw_hopper_case(random.Random(7), 24)  # the Gluon routes' kind of call
     assert (not hopper.packed and not hopper.key_padding and hopper.head_dim in (64, 128)
             and hopper.window_left == hopper.window_right == -1 and hopper.softcap == 0.0
             and hopper.dropout_p == 0.0 and hopper.lens_q[0] == 24)
-    assert fuzz.run_case(hopper, 7, "cpu", 2e-3)["ok"]
+    record = fuzz.run_case(hopper, 7, "cpu", 2e-3)
+    assert record["ok"] and record["gluon"] == []  # the interpreter runs the Triton kernels
+    kernel_fwd = fuzz.flash_attn_fwd
+
+    def as_if_gluon_forward(*a, **kw):
+        result = kernel_fwd(*a, **kw)
+        fuzz.LAUNCHES["fwd"].last = (192, 128, 16, 2, True)  # the D64 Gluon forward's record
+        return result
+    monkeypatch.setattr(fuzz, "flash_attn_fwd", as_if_gluon_forward)
+    assert fuzz.run_case(hopper, 7, "cpu", 2e-3)["gluon"] == ["fwd"]
+    monkeypatch.setattr(fuzz, "flash_attn_fwd", kernel_fwd)
     kernel_bwd = fuzz.flash_attn_bwd
     monkeypatch.setattr(fuzz, "flash_attn_bwd",
                         lambda *a, **kw: tuple(g * 1.02 for g in kernel_bwd(*a, **kw)))
