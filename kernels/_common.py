@@ -349,18 +349,26 @@ def tma_ready(seqlen: int, *tensors: torch.Tensor, windowed: bool = True) -> boo
     whose longest sequence is ``seqlen``: unless turned off (``HF_STABLE_ATTN_TMA=0``), never
     under the interpreter (triton 3.9's mis-loads bf16 through descriptors), from
     ``TMA_MIN_SEQLEN`` on (``TMA_MIN_SEQLEN_UNMASKED`` for a call that is not ``windowed``:
-    neither a causal mask nor a window), and with 16-byte aligned bases, strides and rows
-    (multiples of 8 elements). The kernels build their descriptors on the device, which needs
-    Triton's scratch allocator: set here for the calling thread (the autograd engine's threads
-    included) unless one is set."""
+    neither a causal mask nor a window), on a GPU with TMA (``has_tma``), and with 16-byte
+    aligned bases, strides and rows (multiples of 8 elements). The kernels build their
+    descriptors on the device, which needs Triton's scratch allocator: set here for the calling
+    thread (the autograd engine's threads included) unless one is set."""
     least = TMA_MIN_SEQLEN if windowed else TMA_MIN_SEQLEN_UNMASKED
-    if INTERPRET or not TMA or seqlen < least:
+    if INTERPRET or not TMA or seqlen < least or not has_tma(tensors[0].device):
         return False
     if not all(t.data_ptr() % 16 == 0 and t.shape[-1] % 8 == 0
                and all(st % 8 == 0 for st in t.stride()[:-1]) for t in tensors):
         return False
     ensure_allocator()
     return True
+
+
+@functools.lru_cache(maxsize=None)
+def has_tma(device: torch.device) -> bool:
+    """Whether ``device`` is a GPU with the Tensor Memory Accelerator: compute capability 9.0
+    (Hopper) or later. Triton compiles tensor descriptors for older GPUs too, through plain
+    loads, which no run here has timed or checked; they take the pointer configs instead."""
+    return device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 9
 
 
 def ensure_allocator() -> None:
@@ -402,7 +410,10 @@ class TiledLaunch:
     use_tma)`` from ``table`` (padded head dim -> configs, best first): ``INTERPRET_CONFIG`` under
     the interpreter, the table's first entry with autotuning off (its first pointer-load entry
     where TMA cannot address the tensors), else the candidate that ``_tuning.time_rounds`` finds
-    fastest for ``key`` (or an earlier process found, from Triton's cache directory).
+    fastest for ``key`` (or an earlier process found, from Triton's cache directory). Entries
+    that do not fit the GPU (the tables were chosen on Hopper GPUs; others have less shared
+    memory per block) are passed over in both modes, and where none fits the call raises
+    ``_tuning.NoConfigFits``, which names the GPU and what to use instead.
 
     Host time per launch is what a small model's step or a decode step notices, so only the
     first call per key is tuned, and only the first call per key, tile config and argument
@@ -421,6 +432,7 @@ class TiledLaunch:
         self.kernel, self.table = kernel, table
         self.variants = variants or {}
         self.chosen, self.compiled, self.timings = {}, {}, {}
+        self.unfit = set()  # (config, padded head dim, device) that did not fit, autotuning off
         self.last = None
         params = getattr(kernel, "params", [])
         first = next((i for i, p in enumerate(params) if p.is_constexpr), len(params))
@@ -438,15 +450,35 @@ class TiledLaunch:
             return self.launch(grid, key, args, flags, self.last, block_d)
         with on_device_of(args[0]):
             if not AUTOTUNE:
-                config = next(c for c in map(tile_config, self.table[block_d])
-                              if tma_ok or not c[4])
-            else:
+                return self.launch_first_fitting(grid, block_d, key, args, flags, [
+                    c for c in map(tile_config, self.table[block_d]) if tma_ok or not c[4]])
+            try:
                 config = self.chosen.get(key)
                 if config is None:
                     config = self.chosen[key] = self.tune(grid, block_d, key, args, flags,
                                                           tma_ok)
+                self.last = config
+                return self.launch(grid, key, args, flags, config, block_d)
+            except _tuning.DOES_NOT_FIT as exc:
+                raise _tuning.NoConfigFits(self.kernel_for(block_d), block_d,
+                                           args[0].device) from exc
+
+    def launch_first_fitting(self, grid, block_d, key, args, flags, configs):
+        """Launch with the first of ``configs`` that fits the GPU (those that did not are
+        remembered in ``unfit``), as ``launch`` does; ``NoConfigFits`` where none does."""
+        error = None
+        for config in configs:
+            if (config, block_d, args[0].device) in self.unfit:
+                continue
+            try:
+                compiled = self.launch(grid, key, args, flags, config, block_d)
+            except _tuning.DOES_NOT_FIT as exc:
+                self.unfit.add((config, block_d, args[0].device))
+                error = exc
+                continue
             self.last = config
-            return self.launch(grid, key, args, flags, config, block_d)
+            return compiled
+        raise _tuning.NoConfigFits(self.kernel_for(block_d), block_d, args[0].device) from error
 
     def kernel_for(self, block_d: int | None):
         """The kernel that launches for padded head dim ``block_d``."""

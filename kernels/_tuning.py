@@ -18,6 +18,7 @@ import json
 import statistics
 from typing import Callable
 
+import torch
 from triton.compiler.errors import CompileTimeAssertionFailure
 from triton.runtime.cache import get_cache_manager, triton_key
 from triton.runtime.errors import OutOfResources, PTXASError
@@ -33,6 +34,31 @@ WARMUP_MS, REP_MS = 5, 25
 DOES_NOT_FIT = (OutOfResources, PTXASError, CompileTimeAssertionFailure)
 
 Config = tuple  # (BLOCK_M, BLOCK_N, num_warps, num_stages, use_tma)
+
+
+class NoConfigFits(RuntimeError):
+    """No tile config of a kernel's table fits the GPU, which has less shared memory per block
+    than the configs need at this head dim (the tables were chosen on Hopper GPUs, 227 KiB)."""
+
+    def __init__(self, kernel, block_d: int, device):
+        name = getattr(kernel, "__name__", str(kernel))
+        super().__init__(
+            f"No tile config of the Triton kernel {name} at (padded) head dim {block_d} fits "
+            f"{_describe(device)}: every config of its table failed to compile or load there "
+            "(more shared memory per block or more registers than the GPU gives one; the "
+            "chained error says which; the tables were chosen on Hopper GPUs, with 227 KiB of "
+            "shared memory per block). Use attn_implementation=\"sdpa\" for this model "
+            "on this GPU, or a GPU with more shared memory per block (A100, H100, H200, B200).")
+
+
+def _describe(device) -> str:
+    """The GPU's name, compute capability and shared memory per block, as far as CUDA tells."""
+    if getattr(device, "type", None) != "cuda" or not torch.cuda.is_available():
+        return f"this device ({device})"
+    props = torch.cuda.get_device_properties(device)
+    shared = getattr(props, "shared_memory_per_block_optin", None)
+    return (f"{props.name} (compute capability {props.major}.{props.minor}"
+            + (f", {shared // 1024} KiB of shared memory per block)" if shared else ")"))
 
 
 def candidates(entries: list[Config], tma_ok: bool) -> list[Config]:

@@ -251,6 +251,48 @@ def test_time_rounds_leaves_out_configs_that_do_not_fit(monkeypatch):
         _tuning.time_rounds([a, b], _launcher([], fails={a, b}), rounds=2)
 
 
+class _SmallGpuKernel(_Kernel):
+    """A ``_Kernel`` whose compiling launch raises as a config that does not fit does (Triton
+    raises ``OutOfResources`` when it loads a kernel needing more shared memory than the GPU
+    gives a block) for ``BLOCK_M`` in ``too_big``."""
+
+    def __init__(self, too_big):
+        super().__init__()
+        self.too_big = too_big
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            if kwargs["BLOCK_M"] in self.too_big:
+                raise OutOfResources(232448, 101376, "shared memory")
+            self.launches.append((grid, args, kwargs))
+            return self.compiled
+
+        return launch
+
+
+@pytest.mark.parametrize("autotune", [False, True], ids=["table", "tuned"])
+def test_configs_that_do_not_fit_the_gpu_are_passed_over(monkeypatch, autotune):
+    """A GPU with less shared memory per block than a Hopper: the table's entries it cannot hold
+    are passed over (and with autotuning off not tried again); where none fits, an error that
+    names the kernel, the head dim and what to use instead."""
+    monkeypatch.setattr(_common, "AUTOTUNE", autotune)
+    monkeypatch.setattr(_common, "AUTOTUNE_CACHE", False)
+    monkeypatch.setattr(_common, "INTERPRET", False)
+    _fake_timings(monkeypatch, {tile_config(c): 1.0 for c in TABLE[64]})
+    kernel = _SmallGpuKernel(too_big={128})
+    launch = TiledLaunch(kernel, TABLE)
+    for _ in range(2):
+        launch(_grid, 64, ("key",), (X,), {})
+        assert launch.last == tile_config(TABLE[64][1])
+    assert [kw["BLOCK_M"] for _, _, kw in kernel.launches] == [64]
+    if not autotune:
+        assert launch.unfit == {(tile_config(TABLE[64][0]), 64, X.device)}
+    with pytest.raises(_tuning.NoConfigFits, match="stand_in at \\(padded\\) head dim 64 "
+                       ".*attn_implementation=\"sdpa\"") as info:
+        TiledLaunch(_SmallGpuKernel(too_big={64, 128}), TABLE)(_grid, 64, ("key",), (X,), {})
+    assert isinstance(info.value.__cause__, OutOfResources)
+
+
 @pytest.mark.parametrize("setting, expected", [(None, True), ("1", True), ("0", False)])
 def test_tma_is_on_unless_the_environment_turns_it_off(setting, expected):
     env = {k: v for k, v in os.environ.items() if k != "HF_STABLE_ATTN_TMA"}
@@ -262,9 +304,10 @@ def test_tma_is_on_unless_the_environment_turns_it_off(setting, expected):
     assert proc.stdout.strip() == str(expected), proc.stderr[-2000:]
 
 
-def test_tma_needs_long_sequences_aligned_strides_and_is_off_under_the_interpreter(monkeypatch):
+def test_tma_needs_a_gpu_with_tma_long_sequences_aligned_strides_not_the_interpreter(
+        monkeypatch):
     """From ``TMA_MIN_SEQLEN`` rows, or ``TMA_MIN_SEQLEN_UNMASKED`` for calls that are not
-    windowed (no causal mask, no window)."""
+    windowed (no causal mask, no window), on a GPU with TMA (here: a stand-in answer)."""
     x = torch.zeros(2, 16, 4, 64, dtype=torch.bfloat16)
     long = _common.TMA_MIN_SEQLEN
     monkeypatch.setattr(_common, "INTERPRET", False)
@@ -275,6 +318,11 @@ def test_tma_needs_long_sequences_aligned_strides_and_is_off_under_the_interpret
     assert not _common.tma_ready(long, x)
     monkeypatch.setattr(_common, "INTERPRET", False)
     monkeypatch.setattr(_common.triton, "set_allocator", lambda alloc: None)
+    assert not _common.tma_ready(long, x)  # a CPU tensor: no TMA
+    gpu_has_tma = [False]
+    monkeypatch.setattr(_common, "has_tma", lambda device: gpu_has_tma[0])
+    assert not _common.tma_ready(long, x)
+    gpu_has_tma[0] = True
     assert _common.tma_ready(long, x, x.transpose(1, 2))
     assert not _common.tma_ready(long - 1, x)
     unmasked = _common.TMA_MIN_SEQLEN_UNMASKED  # calls with no causal mask and no window
@@ -284,6 +332,20 @@ def test_tma_needs_long_sequences_aligned_strides_and_is_off_under_the_interpret
     assert not _common.tma_ready(unmasked, x)
     assert not _common.tma_ready(long, torch.zeros(2, 16, 3, 40, dtype=torch.bfloat16)[..., :36])
     assert not _common.tma_ready(long, torch.zeros(2, 16, 3, 111, dtype=torch.bfloat16))
+
+
+@pytest.mark.parametrize("capability, expected", [((8, 0), False), ((8, 9), False),
+                                                    ((9, 0), True), ((10, 0), True),
+                                                    ((12, 0), True)])
+def test_tma_from_compute_capability_9(monkeypatch, capability, expected):
+    """Hopper and later have TMA (A100, L4, RTX 4090 do not); a CPU device never."""
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    _common.has_tma.cache_clear()
+    try:
+        assert _common.has_tma(torch.device("cuda", 0)) == expected
+        assert not _common.has_tma(torch.device("cpu"))
+    finally:
+        _common.has_tma.cache_clear()
 
 
 @pytest.mark.parametrize("programs, group, sms, expected", [

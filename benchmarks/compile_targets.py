@@ -1,0 +1,85 @@
+"""Our kernels compiled for an NVIDIA GPU on a machine without one: Triton lowers them to PTX and
+runs its bundled ptxas, so what a GPU of that compute capability would load can be built (and
+its shared memory read) anywhere. The compile tests (``tests/test_sm90_compiles.py``,
+``tests/test_other_gpus_compile.py``) and ``benchmarks.shared_memory_fit`` build with this.
+"""
+
+from __future__ import annotations
+
+from triton import compile as triton_compile
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+from hf_stable_attn.kernels import flash_bwd, flash_fwd
+from hf_stable_attn.kernels._common import COMPILE_OPTIONS
+
+try:
+    from triton.experimental.gluon import _runtime as gluon_runtime
+except ImportError:  # a Triton without Gluon: only Triton kernels to build
+    gluon_runtime = None
+
+# The most shared memory a block may use (bytes, CUDA's opt-in limit) per compute capability,
+# from the CUDA C++ Programming Guide's table of technical specifications, with GPUs of each.
+SHARED_PER_BLOCK = {80: 163 * 1024, 86: 99 * 1024, 89: 99 * 1024, 90: 227 * 1024,
+                    100: 227 * 1024, 120: 99 * 1024}
+GPUS = {80: "A100", 86: "A10, RTX 3090", 89: "L4, L40, RTX 4090", 90: "H100, H200",
+        100: "B200", 120: "RTX 5090"}
+
+FLOATS = {"softmax_scale", "qk_scale", "softcap", "dropout_p", "drop_scale", "beta", "tie_window",
+          "min_gap", "max_gap"}
+# Pointer arguments that are not the bf16 inputs and outputs.
+POINTERS = {"LSE": "*fp32", "SHIFT": "*fp32", "DELTA": "*fp32", "P_DP": "*fp32", "CU_Q": "*i32",
+            "CU_K": "*i32", "KPM": "*u8"}
+# A causal call without dropout, softcap or padding (what training a decoder runs).
+CAUSAL_FLAGS = dict(IS_VARLEN=False, HAS_WL=False, HAS_WR=True, HAS_SOFTCAP=False,
+                    HAS_DROPOUT=False, HAS_KPM=False, DOT_FP32=False, EVEN_D=True)
+# The Triton kernels' launchers by part.
+LAUNCHES = {"fwd": flash_fwd._fwd_launch, "dq": flash_bwd._dq_launch,
+            "dkdv": flash_bwd._dkdv_launch}
+
+
+def compile_for(kernel, constexprs: dict, num_warps: int = 4, num_stages: int = 1,
+                pointers: dict | None = None, capability: int = 90, **options):
+    """``kernel`` (a Triton or Gluon JIT function) compiled for compute capability
+    ``capability`` (90: sm_90a) with bf16 tensors (other types from ``POINTERS`` and
+    ``pointers``), int32 scalars (the dropout seed int64) and 16-divisible strides, as a launch
+    on contiguous tensors specializes it, with the options every launch passes
+    (``COMPILE_OPTIONS``) and ``options`` (e.g. ``maxnreg``). An int argument named in
+    ``constexprs`` compiles as that constant (as Triton specializes 1)."""
+    types = {**POINTERS, **(pointers or {})}
+    signature, attrs = {}, {}
+    for i, param in enumerate(kernel.params):
+        name = param.name
+        if name in constexprs:
+            signature[name] = "constexpr"
+        elif name.isupper():
+            signature[name] = types.get(name, "*bf16")
+            attrs[(i,)] = [["tt.divisibility", 16]]
+        elif name in FLOATS:
+            signature[name] = "fp32"
+        else:
+            signature[name] = "i64" if name == "seed" else "i32"
+            if name.startswith("stride") and name != "stride_lh":
+                attrs[(i,)] = [["tt.divisibility", 16]]
+    gluon = gluon_runtime is not None and isinstance(kernel, gluon_runtime.GluonJITFunction)
+    source = (gluon_runtime.GluonASTSource if gluon else ASTSource)(kernel, signature, constexprs,
+                                                                     attrs)
+    return triton_compile(source, target=GPUTarget("cuda", capability, 32),
+                          options=dict(num_warps=num_warps, num_stages=num_stages,
+                                       **COMPILE_OPTIONS, **options))
+
+
+def training_constexprs(part: str, head_dim: int, config: tuple) -> dict:
+    """The compile-time arguments of ``part``'s Triton kernel for a causal bf16 training call
+    with the fix (no sinks, no return of the shift) at ``config`` (a ``tile_config`` tuple)."""
+    block_m, block_n, _, _, tma = config
+    constexprs = dict(CAUSAL_FLAGS, BLOCK_D=head_dim, BLOCK_M=block_m, BLOCK_N=block_n,
+                      USE_TMA=tma)
+    if part == "fwd":
+        constexprs.update(STABILIZE=True, SHIFT_SINGLE=False, RETURN_SHIFT=False,
+                          HAS_SINKS=False)
+    elif part == "dq":
+        constexprs.update(ROWSUM_P_DP=False)
+    else:
+        constexprs.update(ROWS_FIRST_MIN_M=flash_bwd._ROWS_FIRST_MIN_M.get(head_dim, 0))
+    return constexprs
