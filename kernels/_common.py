@@ -452,16 +452,16 @@ class TiledLaunch:
             if not AUTOTUNE:
                 return self.launch_first_fitting(grid, block_d, key, args, flags, [
                     c for c in map(tile_config, self.table[block_d]) if tma_ok or not c[4]])
-            try:
-                config = self.chosen.get(key)
-                if config is None:
-                    config = self.chosen[key] = self.tune(grid, block_d, key, args, flags,
-                                                          tma_ok)
-                self.last = config
-                return self.launch(grid, key, args, flags, config, block_d)
-            except _tuning.DOES_NOT_FIT as exc:
-                raise _tuning.NoConfigFits(self.kernel_for(block_d), block_d,
-                                           args[0].device) from exc
+            config = self.chosen.get(key)
+            if config is None:
+                try:
+                    config = self.tune(grid, block_d, key, args, flags, tma_ok)
+                except _tuning.DOES_NOT_FIT as exc:  # none of the candidates fits
+                    raise _tuning.NoConfigFits(self.kernel_for(block_d), block_d,
+                                               args[0].device) from exc
+                self.chosen[key] = config
+            self.last = config
+            return self.launch(grid, key, args, flags, config, block_d)
 
     def launch_first_fitting(self, grid, block_d, key, args, flags, configs):
         """Launch with the first of ``configs`` that fits the GPU (those that did not are
