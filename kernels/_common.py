@@ -365,10 +365,12 @@ def tma_ready(seqlen: int, *tensors: torch.Tensor, windowed: bool = True) -> boo
 
 @functools.lru_cache(maxsize=None)
 def has_tma(device: torch.device) -> bool:
-    """Whether ``device`` is a GPU with the Tensor Memory Accelerator: compute capability 9.0
-    (Hopper) or later. Triton compiles tensor descriptors for older GPUs too, through plain
-    loads, which no run here has timed or checked; they take the pointer configs instead."""
-    return device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 9
+    """Whether ``device`` is an NVIDIA GPU with the Tensor Memory Accelerator: compute
+    capability 9.0 (Hopper) or later, not under ROCm (whose capabilities number AMD's
+    architectures). Triton compiles tensor descriptors for older GPUs too, through plain loads,
+    which no run here has timed or checked; they take the pointer configs instead."""
+    return (device.type == "cuda" and torch.version.hip is None
+            and torch.cuda.get_device_capability(device)[0] >= 9)
 
 
 def ensure_allocator() -> None:

@@ -537,7 +537,8 @@ ENABLED = os.environ.get("HF_STABLE_ATTN_GLUON", "1") != "0"
 
 @functools.lru_cache(maxsize=None)
 def _is_sm90(index: int) -> bool:
-    return torch.cuda.get_device_capability(index) == (9, 0)
+    """An NVIDIA Hopper GPU (ROCm reports some AMD GPUs as capability 9.0 too)."""
+    return torch.version.hip is None and torch.cuda.get_device_capability(index) == (9, 0)
 
 
 def plain_dense_sm90(q, *, varlen, causal, window_left, window_right, has_softcap, dropout_p,

@@ -172,6 +172,20 @@ def test_other_gpus_and_the_switch_take_the_triton_kernels(monkeypatch, gluon, c
     assert not gluon(_q(), **covered)
 
 
+@pytest.mark.parametrize("hip, capability, expected", [
+    (None, (9, 0), True), (None, (9, 4), False), (None, (10, 0), False), (None, (8, 0), False),
+    ("6.4", (9, 0), False)], ids=["H100", "sm94", "B200", "A100", "ROCm-gfx90a"])
+def test_the_gluon_kernels_need_an_nvidia_hopper(monkeypatch, hip, capability, expected):
+    """Compute capability 9.0 under CUDA; ROCm reports AMD's gfx90a as 9.0 too."""
+    monkeypatch.setattr(torch.version, "hip", hip)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index=None: capability)
+    flash_fwd_hopper._is_sm90.cache_clear()
+    try:
+        assert flash_fwd_hopper._is_sm90(0) == expected
+    finally:
+        flash_fwd_hopper._is_sm90.cache_clear()
+
+
 @pytest.mark.parametrize("programs, causal, expected", [
     (128, False, 2),   # GQA 8:1, B 4, 2 KV heads, 2048 tokens: one wave needs 2 splits
     (256, False, 1),   # the same at 4096 tokens: a wave already

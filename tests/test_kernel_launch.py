@@ -338,12 +338,16 @@ def test_tma_needs_a_gpu_with_tma_long_sequences_aligned_strides_not_the_interpr
                                                     ((9, 0), True), ((10, 0), True),
                                                     ((12, 0), True)])
 def test_tma_from_compute_capability_9(monkeypatch, capability, expected):
-    """Hopper and later have TMA (A100, L4, RTX 4090 do not); a CPU device never."""
+    """Hopper and later have TMA (A100, L4, RTX 4090 do not); a CPU device never, nor an AMD GPU
+    under ROCm, whatever capability ROCm reports."""
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
     _common.has_tma.cache_clear()
     try:
         assert _common.has_tma(torch.device("cuda", 0)) == expected
         assert not _common.has_tma(torch.device("cpu"))
+        monkeypatch.setattr(torch.version, "hip", "6.4")
+        _common.has_tma.cache_clear()
+        assert not _common.has_tma(torch.device("cuda", 0))
     finally:
         _common.has_tma.cache_clear()
 
