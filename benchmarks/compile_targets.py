@@ -10,8 +10,8 @@ from triton import compile as triton_compile
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from hf_stable_attn.kernels import flash_bwd, flash_fwd
-from hf_stable_attn.kernels._common import COMPILE_OPTIONS
+from hf_stable_attn.kernels import LAUNCHES, flash_bwd
+from hf_stable_attn.kernels._common import COMPILE_OPTIONS, tile_config
 
 try:
     from triton.experimental.gluon import _runtime as gluon_runtime
@@ -33,9 +33,6 @@ POINTERS = {"LSE": "*fp32", "SHIFT": "*fp32", "DELTA": "*fp32", "P_DP": "*fp32",
 # A causal call without dropout, softcap or padding (what training a decoder runs).
 CAUSAL_FLAGS = dict(IS_VARLEN=False, HAS_WL=False, HAS_WR=True, HAS_SOFTCAP=False,
                     HAS_DROPOUT=False, HAS_KPM=False, DOT_FP32=False, EVEN_D=True)
-# The Triton kernels' launchers by part.
-LAUNCHES = {"fwd": flash_fwd._fwd_launch, "dq": flash_bwd._dq_launch,
-            "dkdv": flash_bwd._dkdv_launch}
 
 
 def compile_for(kernel, constexprs: dict, num_warps: int = 4, num_stages: int = 1,
@@ -83,3 +80,18 @@ def training_constexprs(part: str, head_dim: int, config: tuple) -> dict:
     else:
         constexprs.update(ROWS_FIRST_MIN_M=flash_bwd._ROWS_FIRST_MIN_M.get(head_dim, 0))
     return constexprs
+
+
+def entries_shared(capability: int, part: str, head_dim: int):
+    """Yields ``(config, shared bytes)`` for each entry of ``part``'s table (``LAUNCHES``) at
+    ``head_dim`` that a GPU of ``capability`` may run (TMA entries from 9.0, as
+    ``_common.has_tma``), in table order, its kernel compiled for that GPU as
+    ``training_constexprs`` sets it; lazily, so a caller that stops early compiles no more."""
+    launch = LAUNCHES[part]
+    for config in map(tile_config, launch.table[head_dim]):
+        if config[4] and capability < 90:
+            continue
+        compiled = compile_for(launch.kernel_for(head_dim),
+                               training_constexprs(part, head_dim, config), config[2],
+                               config[3], capability=capability)
+        yield config, compiled.metadata.shared

@@ -20,24 +20,15 @@ import json
 
 import triton
 
-from benchmarks.compile_targets import (
-    GPUS, LAUNCHES, SHARED_PER_BLOCK, compile_for, training_constexprs,
-)
-from hf_stable_attn.kernels._common import tile_config
+from benchmarks.compile_targets import GPUS, SHARED_PER_BLOCK, entries_shared
+from hf_stable_attn.kernels import LAUNCHES
 
 
 def entry_records(capability: int, part: str, head_dim: int) -> list[dict]:
     """One record per table entry of ``part`` at ``head_dim`` that a GPU of ``capability`` may
     run: its config, the shared memory its kernel asks for, whether that fits a block."""
-    launch = LAUNCHES[part]
     records = []
-    for config in map(tile_config, launch.table[head_dim]):
-        if config[4] and capability < 90:
-            continue
-        compiled = compile_for(launch.kernel_for(head_dim),
-                               training_constexprs(part, head_dim, config), config[2],
-                               config[3], capability=capability)
-        shared = compiled.metadata.shared
+    for config, shared in entries_shared(capability, part, head_dim):
         records.append(dict(capability=capability, part=part, head_dim=head_dim,
                             config=list(config), shared=shared,
                             fits=shared <= SHARED_PER_BLOCK[capability]))

@@ -363,14 +363,22 @@ def tma_ready(seqlen: int, *tensors: torch.Tensor, windowed: bool = True) -> boo
     return True
 
 
+def nvidia_capability(device: torch.device) -> tuple[int, int] | None:
+    """``(major, minor)`` compute capability of an NVIDIA GPU; None for a CPU device or under
+    ROCm, whose capabilities number AMD's architectures (gfx90a as 9.0)."""
+    if device.type != "cuda" or torch.version.hip is not None:
+        return None
+    return torch.cuda.get_device_capability(device)
+
+
 @functools.lru_cache(maxsize=None)
 def has_tma(device: torch.device) -> bool:
     """Whether ``device`` is an NVIDIA GPU with the Tensor Memory Accelerator: compute
-    capability 9.0 (Hopper) or later, not under ROCm (whose capabilities number AMD's
-    architectures). Triton compiles tensor descriptors for older GPUs too, through plain loads,
-    which no run here has timed or checked; they take the pointer configs instead."""
-    return (device.type == "cuda" and torch.version.hip is None
-            and torch.cuda.get_device_capability(device)[0] >= 9)
+    capability 9.0 (Hopper) or later. Triton compiles tensor descriptors for older GPUs too,
+    through plain loads, which no run here has timed or checked; they take the pointer configs
+    instead."""
+    capability = nvidia_capability(device)
+    return capability is not None and capability[0] >= 9
 
 
 def ensure_allocator() -> None:

@@ -42,7 +42,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     mbarrier, tma, warpgroup_mma, warpgroup_mma_wait,
 )
 
-from ._common import COMPILE_OPTIONS, LN2, LOG2E, ceil_div, sm_count
+from ._common import COMPILE_OPTIONS, LN2, LOG2E, ceil_div, nvidia_capability, sm_count
 from ._hopper_ring import (
     HEAD_GROUP, await_landed, flag_barriers, key_tiles, load_slot, ranked_tile, release_slot,
     ring_barriers, tma_load,
@@ -537,8 +537,8 @@ ENABLED = os.environ.get("HF_STABLE_ATTN_GLUON", "1") != "0"
 
 @functools.lru_cache(maxsize=None)
 def _is_sm90(index: int) -> bool:
-    """An NVIDIA Hopper GPU (ROCm reports some AMD GPUs as capability 9.0 too)."""
-    return torch.version.hip is None and torch.cuda.get_device_capability(index) == (9, 0)
+    """CUDA device ``index`` is an NVIDIA Hopper GPU (``_common.nvidia_capability``)."""
+    return nvidia_capability(torch.device("cuda", index)) == (9, 0)
 
 
 def plain_dense_sm90(q, *, varlen, causal, window_left, window_right, has_softcap, dropout_p,

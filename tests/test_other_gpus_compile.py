@@ -12,8 +12,9 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.compile_targets import (
-    GPUS, LAUNCHES, SHARED_PER_BLOCK, compile_for, training_constexprs,
+    GPUS, SHARED_PER_BLOCK, compile_for, entries_shared, training_constexprs,
 )
+from hf_stable_attn.kernels import LAUNCHES
 from hf_stable_attn.kernels._common import INTERPRET, tile_config
 
 pytestmark = pytest.mark.skipif(INTERPRET, reason="the kernels' GPU code is not traced under "
@@ -23,15 +24,8 @@ pytestmark = pytest.mark.skipif(INTERPRET, reason="the kernels' GPU code is not 
 def first_fitting(part: str, head_dim: int, capability: int):
     """``(config, shared bytes)`` of the first entry of ``part``'s table at ``head_dim`` whose
     kernel compiled for ``capability`` fits its shared memory per block, or None."""
-    launch = LAUNCHES[part]
-    for config in map(tile_config, launch.table[head_dim]):
-        if config[4] and capability < 90:
-            continue
-        compiled = compile_for(launch.kernel_for(head_dim), training_constexprs(
-            part, head_dim, config), config[2], config[3], capability=capability)
-        if compiled.metadata.shared <= SHARED_PER_BLOCK[capability]:
-            return config, compiled.metadata.shared
-    return None
+    return next(((config, shared) for config, shared in entries_shared(capability, part, head_dim)
+                 if shared <= SHARED_PER_BLOCK[capability]), None)
 
 
 @pytest.mark.parametrize("part", sorted(LAUNCHES))

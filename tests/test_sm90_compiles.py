@@ -17,8 +17,8 @@ from __future__ import annotations
 import pytest
 
 pytest.importorskip("triton.experimental.gluon._runtime")
-from benchmarks.compile_targets import LAUNCHES, compile_for, training_constexprs  # noqa: E402
-from hf_stable_attn.kernels import flash_bwd_hopper, flash_fwd_hopper  # noqa: E402
+from benchmarks.compile_targets import compile_for, training_constexprs  # noqa: E402
+from hf_stable_attn.kernels import LAUNCHES, flash_bwd_hopper, flash_fwd_hopper  # noqa: E402
 from hf_stable_attn.kernels._common import INTERPRET, tile_config  # noqa: E402
 
 pytestmark = pytest.mark.skipif(INTERPRET, reason="the kernels' GPU code is not traced under "
