@@ -1,12 +1,14 @@
-"""The whole backward (``flash_attn_bwd``) of two kernel packages on the same inputs (GPU only):
-one of them a copy of ``kernels/`` with a change (e.g. ``cp -r kernels .variants/x/kbase`` before
+"""The whole backward (``flash_attn_bwd``), or with ``--part fwd`` the forward
+(``flash_attn_fwd``, the fix on), of two kernel packages on the same inputs (GPU only): one of
+them a copy of ``kernels/`` with a change (e.g. ``cp -r kernels .variants/x/kbase`` before
 editing, then ``PYTHONPATH=$PWD:.variants/x``), the tile table's first config (autotuning off),
 5 rounds of ``do_bench`` medians (10 ms warm-up, 50 ms) per shape in
 ``benchmarks.timing.rotated_rounds`` (rounds 1-3 start at the base, 4-5 at the variant).
 
-Per shape it prints both times, the change, the largest difference of dQ, dK, dV relative to
-the base's largest value, and which dK/dV kernel ran: its Triton config, registers and spills,
-or no Triton kernel where the call took the Gluon route (a control: code the change left alone).
+Per shape it prints both times, the change, the largest difference of each result (dQ, dK, dV;
+or out, lse) relative to the base's largest value, and which kernel ran (the dK/dV's, or the
+forward's): its Triton config, registers and spills, or no Triton kernel where the call took
+the Gluon route (a control: code the change left alone).
 
 Run: ``PYTHONPATH=$PWD:.variants/x python gpu/backward_ab.py --base kbase --out ab.json``.
 """
@@ -41,43 +43,54 @@ SHAPES = [  # (S, B, Hq, Hkv, D, causal)
 ROUNDS = 5
 
 
-def dkdv_record(module) -> dict:
-    """The Triton dK/dV kernels ``module``'s last call compiled (none: it took Gluon)."""
-    kernels = list(module._dkdv_launch.compiled.values())
-    return dict(config=module._dkdv_launch.last, kernels=len(kernels),
+def kernel_record(launch) -> dict:
+    """The Triton kernels ``launch`` (a ``TiledLaunch``) compiled since its ``compiled`` was
+    cleared (none: the call took Gluon)."""
+    kernels = list(launch.compiled.values())
+    return dict(config=launch.last, kernels=len(kernels),
                 regs=[k.n_regs for k in kernels], spills=[k.n_spills for k in kernels])
+
+
+def part_call(part: str, module, q, k, v, dout, out, lse, kw, fix):
+    """``(call, launch)``: the forward or backward of kernel module ``module`` (``flash_fwd``
+    or ``flash_bwd`` of a package) on these tensors, and the launcher whose kernel it records."""
+    if part == "fwd":
+        return (lambda: module.flash_attn_fwd(q, k, v, **kw, **fix)), module._fwd_launch
+    return (lambda: module.flash_attn_bwd(dout, q, k, v, out, lse, **kw)), module._dkdv_launch
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--base", required=True, help="the kernel package to compare against")
     ap.add_argument("--variant", default="hf_stable_attn.kernels")
+    ap.add_argument("--part", choices=("bwd", "fwd"), default="bwd")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
-    modules = {name: importlib.import_module(f"{pkg}.flash_bwd")
+    module_name = "flash_fwd" if args.part == "fwd" else "flash_bwd"
+    modules = {name: importlib.import_module(f"{pkg}.{module_name}")
                for name, pkg in (("base", args.base), ("variant", args.variant))}
     rows = []
     for seqlen, batch, hq, hk, d, causal in SHAPES:
         q, k, v, dout = make_inputs(Shape("bf16", seqlen, batch, hq, hk, d, causal),
                                     seed=seqlen + hk + d)
         kw = launch_kwargs(seqlen, seqlen, d, causal=causal)
-        out, lse = flash_fwd.flash_attn_fwd(
-            q, k, v, **kw, **fix_kwargs(shift_params(q.dtype, stabilize=True, beta=4.0)))
-        calls, grads, info = {}, {}, {}
+        fix = fix_kwargs(shift_params(q.dtype, stabilize=True, beta=4.0))
+        out, lse = flash_fwd.flash_attn_fwd(q, k, v, **kw, **fix)
+        calls, results, info = {}, {}, {}
         for name, module in modules.items():
-            calls[name] = (lambda m=module: m.flash_attn_bwd(dout, q, k, v, out, lse, **kw))
-            module._dkdv_launch.compiled.clear()
-            grads[name] = [g.float() for g in calls[name]()]
+            calls[name], launch = part_call(args.part, module, q, k, v, dout, out, lse, kw, fix)
+            launch.compiled.clear()
+            results[name] = [r.float() for r in calls[name]()]
             torch.cuda.synchronize()
-            info[name] = dkdv_record(module)
+            info[name] = kernel_record(launch)
         diff = [float((a - b).abs().max() / b.abs().max())
-                for a, b in zip(grads["variant"], grads["base"])]
+                for a, b in zip(results["variant"], results["base"])]
         laps = rotated_rounds([functools.partial(median_ms, fn, q.device, warmup_ms=10,
                                                  rep_ms=50) for fn in calls.values()], ROUNDS)
         times = dict(zip(calls, laps))
         ms = {name: statistics.median(t) for name, t in times.items()}
         row = dict(S=seqlen, B=batch, Hq=hq, Hkv=hk, D=d, causal=causal, ms=ms, rounds=times,
-                   info=info, rel_diff_dq_dk_dv=diff, change=ms["base"] / ms["variant"] - 1)
+                   info=info, rel_diff=diff, change=ms["base"] / ms["variant"] - 1)
         rows.append(row)
         print(f"S{seqlen} B{batch} {hq}/{hk} D{d} causal={causal}: base {ms['base']:.3f} "
               f"variant {ms['variant']:.3f} ms, speedup {100 * row['change']:+.1f}%, "
@@ -85,7 +98,8 @@ def main() -> None:
     with open(args.out, "w") as f:
         json.dump(dict(gpu=torch.cuda.get_device_name(), triton=triton.__version__,
                        torch=torch.__version__, date=time.strftime("%Y-%m-%d %H:%M"),
-                       base=args.base, variant=args.variant, rows=rows), f, indent=1)
+                       part=args.part, base=args.base, variant=args.variant, rows=rows), f,
+                  indent=1)
 
 
 if __name__ == "__main__":
