@@ -178,29 +178,10 @@ def _fwd_kernel(
         acc, l_i, m1, tied, shift, q, *args, full_lo, full_hi, *consts, False, HAS_WL, HAS_WR,
         HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, STABILIZE, SHIFT_SINGLE, DOT_FP32, EVEN_D, BLOCK_N,
         USE_TMA)
-    if BLOCK_N >= 32:
-        # The last key tile a row block sees is often cut by the diagonal or the sequence end
-        # (64-row blocks against 128-key tiles: every other block's diagonal tile is half
-        # invisible). Where at most half of it is visible it runs as a BLOCK_N // 2 tile,
-        # loaded through pointers (the TMA descriptors' block is BLOCK_N rows).
-        last = full_hi + (tl.maximum(hi - full_hi, 1) - 1) // BLOCK_N * BLOCK_N
-        tail_hi = tl.where(hi - last <= BLOCK_N // 2, last, hi)
-        acc, l_i, m1, tied, shift = _fwd_tiles(
-            acc, l_i, m1, tied, shift, q, *args, full_hi, tail_hi, *consts, True, HAS_WL,
-            HAS_WR, HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, STABILIZE, SHIFT_SINGLE, DOT_FP32, EVEN_D,
-            BLOCK_N, USE_TMA)
-        k_rows, v_rows = head_sources(K, V, b64, hk, k_start, stride_kb, stride_kh, stride_ks,
-                                      stride_vb, stride_vh, stride_vs, seqlen_k, head_dim,
-                                      BLOCK_N // 2, BLOCK_D, False)
-        acc, l_i, m1, tied, shift = _fwd_tiles(
-            acc, l_i, m1, tied, shift, q, k_rows, v_rows, *args[2:], tail_hi, hi, *consts, True,
-            HAS_WL, HAS_WR, HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, STABILIZE, SHIFT_SINGLE, DOT_FP32,
-            EVEN_D, BLOCK_N // 2, False)
-    else:
-        acc, l_i, m1, tied, shift = _fwd_tiles(
-            acc, l_i, m1, tied, shift, q, *args, full_hi, hi, *consts, True, HAS_WL, HAS_WR,
-            HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, STABILIZE, SHIFT_SINGLE, DOT_FP32, EVEN_D,
-            BLOCK_N, USE_TMA)
+    acc, l_i, m1, tied, shift = _fwd_tiles(
+        acc, l_i, m1, tied, shift, q, *args, full_hi, hi, *consts, True, HAS_WL, HAS_WR,
+        HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, STABILIZE, SHIFT_SINGLE, DOT_FP32, EVEN_D, BLOCK_N,
+        USE_TMA)
 
     has_keys = l_i > 0.0
     l_safe = tl.where(has_keys, l_i, 1.0)
