@@ -52,7 +52,7 @@ def _fwd_tiles(
     tile). K/V come from TMA descriptors ``k_src``/``v_src`` when USE_TMA (rows past the
     sequence read as zeros), else from pointers at those bases."""
     offs_n = tl.arange(0, BLOCK_N)
-    for start_n in range(lo, hi, BLOCK_N):
+    for start_n in tl.range(lo, hi, BLOCK_N, num_stages=1 if MASKED else None):
         cols = start_n + offs_n
         col_ok = cols < seqlen_k
         k = load_rows(k_src, start_n, cols.to(tl.int64), col_ok, stride_ks, offs_d, d_ok, MASKED,
