@@ -100,7 +100,7 @@ def _dkdv_tiles(
     computes 64 rows of S once, where Triton's layout of the transposed (64, 64) scores has both
     warpgroups compute the same rows (v44b)."""
     offs_m0 = tl.arange(0, BLOCK_M)
-    for start_m in tl.range(lo, hi, BLOCK_M, num_stages=1 if MASKED else None):
+    for start_m in range(lo, hi, BLOCK_M):
         offs_m = start_m + offs_m0
         q, do, lse2, delta = _query_tile(q_src, do_src, LSE, DELTA, l_base, start_m, offs_m,
                                          stride_qs, stride_ds, offs_d, d_ok, seqlen_q, MASKED,
@@ -264,7 +264,7 @@ def _dq_tiles(
     inside the sequence and the window; HAS_KPM reads the key padding mask row ``kpm_row`` in
     every tile. K/V from descriptors or pointers as in the forward."""
     offs_n = tl.arange(0, BLOCK_N)
-    for start_n in tl.range(lo, hi, BLOCK_N, num_stages=1 if MASKED else None):
+    for start_n in range(lo, hi, BLOCK_N):
         cols = start_n + offs_n
         col_ok = cols < seqlen_k
         rows = cols.to(tl.int64)
