@@ -10,6 +10,10 @@ or out, lse) relative to the base's largest value, and which kernel ran (the dK/
 forward's): its Triton config, registers and spills, or no Triton kernel where the call took
 the Gluon route (a control: code the change left alone).
 
+``--tiles fwd=64,64,4,2,1`` (repeatable; ``fwd``, ``dq`` or ``dkdv``) cuts that kernel's table to
+one entry (block M, block N, warps, stages, TMA 0/1) in both packages, e.g. the tuner's pick,
+where the first entry is not what a tuned run launches.
+
 Run: ``PYTHONPATH=$PWD:.variants/x python gpu/backward_ab.py --base kbase --out ab.json``.
 """
 
@@ -51,6 +55,17 @@ def kernel_record(launch) -> dict:
                 regs=[k.n_regs for k in kernels], spills=[k.n_spills for k in kernels])
 
 
+def force_tiles(package, specs: list[str]) -> None:
+    """Cut the tables of ``package``'s launchers (``LAUNCHES``) named in ``specs``
+    (``kernel=bm,bn,warps,stages,tma``) to that one entry at every head dim."""
+    launches = importlib.import_module(package).LAUNCHES
+    for spec in specs:
+        kernel, numbers = spec.split("=")
+        bm, bn, warps, stages, tma = (int(x) for x in numbers.split(","))
+        launch = launches[kernel]
+        launch.table = {d: [(bm, bn, warps, stages, bool(tma))] for d in launch.table}
+
+
 def part_call(part: str, module, q, k, v, dout, out, lse, kw, fix):
     """``(call, launch)``: the forward or backward of kernel module ``module`` (``flash_fwd``
     or ``flash_bwd`` of a package) on these tensors, and the launcher whose kernel it records."""
@@ -64,8 +79,12 @@ def main() -> None:
     ap.add_argument("--base", required=True, help="the kernel package to compare against")
     ap.add_argument("--variant", default="hf_stable_attn.kernels")
     ap.add_argument("--part", choices=("bwd", "fwd"), default="bwd")
+    ap.add_argument("--tiles", action="append", default=[],
+                    help="kernel=bm,bn,warps,stages,tma: that kernel's only table entry")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
+    for package in (args.base, args.variant):
+        force_tiles(package, args.tiles)
     module_name = "flash_fwd" if args.part == "fwd" else "flash_bwd"
     modules = {name: importlib.import_module(f"{pkg}.{module_name}")
                for name, pkg in (("base", args.base), ("variant", args.variant))}
@@ -98,8 +117,8 @@ def main() -> None:
     with open(args.out, "w") as f:
         json.dump(dict(gpu=torch.cuda.get_device_name(), triton=triton.__version__,
                        torch=torch.__version__, date=time.strftime("%Y-%m-%d %H:%M"),
-                       part=args.part, base=args.base, variant=args.variant, rows=rows), f,
-                  indent=1)
+                       part=args.part, tiles=args.tiles, base=args.base, variant=args.variant,
+                       rows=rows), f, indent=1)
 
 
 if __name__ == "__main__":
