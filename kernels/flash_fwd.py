@@ -52,6 +52,9 @@ def _fwd_tiles(
     tile). K/V come from TMA descriptors ``k_src``/``v_src`` when USE_TMA (rows past the
     sequence read as zeros), else from pointers at those bases."""
     offs_n = tl.arange(0, BLOCK_N)
+    # A masked range holds the few tiles a mask edge crosses within the block's rows: software
+    # pipelining buys it little, and its prologue and epilogue made the forward up to 27% slower
+    # (docs/kernel_notes.md, v49b).
     for start_n in tl.range(lo, hi, BLOCK_N, num_stages=1 if MASKED else None):
         cols = start_n + offs_n
         col_ok = cols < seqlen_k
