@@ -5,9 +5,10 @@
 # Dropped from the wheel: the AMD backend, CUPTI, FileCheck, the old ptxas (gpu/carried_triton.sh
 # links PyTorch's CUDA 13 ptxas in its place), cuobjdump and nvdisasm (SASS dumps only), the
 # plugin and instrumentation test libraries and the MLIR headers (building plugins); the two
-# shared libraries lose their debug symbols (strip). xz -9e: 46.6 MB for 3.9.0 before the
-# tools and test libraries went, which with the repository no longer fitted one call. The newer ptxas that Triton from 3.9 builds sm_90 with (ptxas-blackwell, 12 MB packed)
-# goes to its own folder: it does not fit in the same call (gpu/carried_triton.sh says how).
+# shared libraries lose their debug symbols (strip); xz -9e packs the rest (39.5 MB for 3.9.0,
+# which must fit one call beside the repository's 18 MB). The newer ptxas that Triton from 3.9
+# builds sm_90 with (ptxas-blackwell, 12 MB packed) goes to its own folder: it does not fit in
+# the same call (gpu/carried_triton.sh says how).
 set -euo pipefail
 version="${1:?Triton version, e.g. 3.9.0}"
 dest="${2:-.t39}"
