@@ -12,7 +12,8 @@ the Gluon route (a control: code the change left alone).
 
 ``--tiles fwd=64,64,4,2,1`` (repeatable; ``fwd``, ``dq`` or ``dkdv``) cuts that kernel's table to
 one entry (block M, block N, warps, stages, TMA 0/1) in both packages, e.g. the tuner's pick,
-where the first entry is not what a tuned run launches.
+where the first entry is not what a tuned run launches (a TMA entry needs ``--seqlens`` from
+2048: shorter calls with a mask load through pointers).
 
 Run: ``PYTHONPATH=$PWD:.variants/x python gpu/backward_ab.py --base kbase --out ab.json``.
 """
@@ -81,6 +82,7 @@ def main() -> None:
     ap.add_argument("--part", choices=("bwd", "fwd"), default="bwd")
     ap.add_argument("--tiles", action="append", default=[],
                     help="kernel=bm,bn,warps,stages,tma: that kernel's only table entry")
+    ap.add_argument("--seqlens", type=int, nargs="+", help="only SHAPES of these lengths")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     for package in (args.base, args.variant):
@@ -90,6 +92,8 @@ def main() -> None:
                for name, pkg in (("base", args.base), ("variant", args.variant))}
     rows = []
     for seqlen, batch, hq, hk, d, causal in SHAPES:
+        if args.seqlens and seqlen not in args.seqlens:
+            continue
         q, k, v, dout = make_inputs(Shape("bf16", seqlen, batch, hq, hk, d, causal),
                                     seed=seqlen + hk + d)
         kw = launch_kwargs(seqlen, seqlen, d, causal=causal)
