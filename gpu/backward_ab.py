@@ -102,6 +102,8 @@ def main() -> None:
         calls, results, info = {}, {}, {}
         for name, module in modules.items():
             calls[name], launch = part_call(args.part, module, q, k, v, dout, out, lse, kw, fix)
+            # a plan kept from an earlier call would launch without the launcher recording it
+            importlib.import_module(module.__package__).clear_plans()
             launch.compiled.clear()
             results[name] = [r.float() for r in calls[name]()]
             torch.cuda.synchronize()
