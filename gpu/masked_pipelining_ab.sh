@@ -27,8 +27,10 @@ EOF
 }
 unpipelined() { echo "tl.range(lo, hi, $1, num_stages=1 if MASKED else None)"; }
 variant kfwd_pipelined flash_fwd.py "$(unpipelined BLOCK_N)" "range(lo, hi, BLOCK_N)"
-variant kdq flash_bwd.py "for start_n in range(lo, hi, BLOCK_N)" "for start_n in $(unpipelined BLOCK_N)"
-variant kdkdv flash_bwd.py "for start_m in range(lo, hi, BLOCK_M)" "for start_m in $(unpipelined BLOCK_M)"
+variant kdq flash_bwd.py "for start_n in range(lo, hi, BLOCK_N)" \
+    "for start_n in $(unpipelined BLOCK_N)"
+variant kdkdv flash_bwd.py "for start_m in range(lo, hi, BLOCK_M)" \
+    "for start_m in $(unpipelined BLOCK_M)"
 
 ab() {  # ab NAME ARGS...: one backward_ab.py run into $OUT/NAME.json and .log
     local name="$1"; shift
