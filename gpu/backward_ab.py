@@ -43,7 +43,7 @@ from hf_stable_attn.testing import fix_kwargs, launch_kwargs  # noqa: E402
 SHAPES = [  # (S, B, Hq, Hkv, D, causal)
     (2048, 8, 32, 32, 64, True), (2048, 8, 32, 4, 64, True), (1024, 16, 12, 12, 64, True),
     (4096, 4, 32, 32, 64, True), (2048, 8, 32, 32, 64, False), (2048, 8, 16, 16, 128, True),
-    (1024, 16, 32, 32, 64, True),
+    (1024, 16, 32, 32, 64, True), (1024, 16, 16, 16, 128, True),
 ]
 ROUNDS = 5
 
