@@ -100,10 +100,7 @@ def _dkdv_tiles(
     computes 64 rows of S once, where Triton's layout of the transposed (64, 64) scores has both
     warpgroups compute the same rows (v44b)."""
     offs_m0 = tl.arange(0, BLOCK_M)
-    # With pointer loads, the masked range (the few query tiles the diagonal crosses) is faster
-    # unpipelined (+4% on the backward at 1024 causal rows); with TMA it is not (up to 5.5%
-    # slower at 2048) (docs/kernel_notes.md, v50a).
-    for start_m in tl.range(lo, hi, BLOCK_M, num_stages=1 if MASKED and not USE_TMA else None):
+    for start_m in range(lo, hi, BLOCK_M):
         offs_m = start_m + offs_m0
         q, do, lse2, delta = _query_tile(q_src, do_src, LSE, DELTA, l_base, start_m, offs_m,
                                          stride_qs, stride_ds, offs_d, d_ok, seqlen_q, MASKED,
