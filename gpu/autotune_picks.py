@@ -97,6 +97,7 @@ for fields in json.loads(sys.argv[1]):
 print(json.dumps(picks))
 """
 
+
 def target_shapes() -> list[Shape]:
     """Issue 4's S 4096 shapes as the attention sweep builds them (16k tokens per batch)."""
     shapes = []

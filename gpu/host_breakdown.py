@@ -8,7 +8,6 @@ Run: ``PYTHONPATH=$PWD python gpu/host_breakdown.py > host_breakdown.txt``.
 
 from __future__ import annotations
 
-
 import torch
 import torch.nn.functional as F
 
@@ -17,8 +16,6 @@ from hf_stable_attn import kernels
 from host_timing import host_profile, host_us  # gpu/ is the script directory
 
 N = 300
-
-
 
 
 def main() -> None:

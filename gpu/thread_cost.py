@@ -43,8 +43,6 @@ class WithTriton(torch.autograd.Function):
         return _triton_double(g)
 
 
-
-
 def main() -> None:
     x = torch.randn(4096, device="cuda", requires_grad=True)
     g = torch.randn(4096, device="cuda")

@@ -65,7 +65,6 @@ class ShiftParams:
     max_gap: float
     shift_single: bool = False  # experimental: also shift rows whose maximum is unique
 
-
     def scaled(self, factor: float) -> "ShiftParams":
         """The same rule in other units (``factor = log2(e)`` for a base-2 kernel)."""
         return ShiftParams(

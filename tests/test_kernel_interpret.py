@@ -62,7 +62,6 @@ from hf_stable_attn.testing import (  # noqa: E402
 )
 
 
-
 def _masking(**kw):
     base = dict(cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None,
                 softmax_scale=None, causal=False, window_left=-1, window_right=-1, softcap=0.0,
