@@ -32,10 +32,8 @@ from hf_stable_attn.shift_rule import shift_params
 from hf_stable_attn.testing import fix_kwargs, near_tie_inputs
 
 
-def load_base(path: str):
-    """The file at ``path`` as module ``hf_stable_attn.kernels.flash_fwd_hopper_base`` (its
-    relative imports resolve in the package)."""
-    name = "hf_stable_attn.kernels.flash_fwd_hopper_base"
+def load_base(path: str, name: str = "hf_stable_attn.kernels.flash_fwd_hopper_base"):
+    """The file at ``path`` as module ``name`` (its relative imports resolve in the package)."""
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
