@@ -61,73 +61,6 @@ def _at_least(x, y):
                                      dtype=gl.float32, is_pure=True, pack=1)
 
 
-def _tie_count_ptx(n: int) -> str:
-    """PTX of ``_tie_count`` for the ``n`` scores a thread holds of a 64-row wgmma accumulator
-    tile. Operands: ``n`` outputs, then ``n`` scores, ``n`` floors and ``n`` row maxima, in the
-    accumulator's register order: elements ``4i, 4i + 1`` lie in the thread's row ``r``,
-    ``4i + 2, 4i + 3`` in row ``r + 8``, and the 4 threads of a quad hold a row between them.
-    Each row's count is the sum of ``set.ge.f32.f32``'s 1.0f bit patterns (as ``_at_least``),
-    summed over the quad by two butterfly shuffles and written to every output of the row."""
-    score, floor, rowmax = n, 2 * n, 3 * n
-    lines = ["{", ".reg .pred %need, %any;", ".reg .b32 %c<2>, %t;",
-             f"setp.ge.f32 %need, ${rowmax}, ${floor};",
-             f"setp.ge.or.f32 %need, ${rowmax + 2}, ${floor + 2}, %need;",
-             "vote.sync.any.pred %any, %need, -1;",
-             "mov.b32 %c0, 0;", "mov.b32 %c1, 0;",
-             "@!%any bra.uni tie_skip_${:uid};"]
-    for i in range(n):
-        row = (i % 4) // 2
-        lines += [f"set.ge.f32.f32 %t, ${score + i}, ${floor + i};",
-                  f"add.s32 %c{row}, %c{row}, %t;"]
-    for row in (0, 1):
-        for lanes in (1, 2):
-            lines += [f"shfl.sync.bfly.b32 %t, %c{row}, {lanes}, 31, -1;",
-                      f"add.s32 %c{row}, %c{row}, %t;"]
-    lines.append("tie_skip_${:uid}:")
-    lines += [f"mov.b32 ${i}, %c{(i % 4) // 2};" for i in range(n)]
-    lines.append("}")
-    return "\n".join(lines)
-
-
-def _tie_count_constraints(n: int) -> str:
-    return ",".join(["=r"] * n + ["r"] * (3 * n))
-
-
-# _tie_count's PTX for 128- and 64-key tiles (64 and 32 scores a thread).
-TIE_COUNT_PTX_128 = gl.constexpr(_tie_count_ptx(64))
-TIE_COUNT_CONSTRAINTS_128 = gl.constexpr(_tie_count_constraints(64))
-TIE_COUNT_PTX_64 = gl.constexpr(_tie_count_ptx(32))
-TIE_COUNT_CONSTRAINTS_64 = gl.constexpr(_tie_count_constraints(32))
-
-
-@gluon.jit
-def _first(a, b):
-    """A reduction's combine that keeps its first operand (of equal values: free)."""
-    return a
-
-
-@gluon.jit
-def _tie_count(s, lows, rowmax, BLOCK_N: gl.constexpr):
-    """``sum(_at_least(s, lows[:, None]).to(int32, bitcast=True), 1)`` of a consumer's scores
-    ``s`` (64, BLOCK_N) against ``lows`` (64,), with ``rowmax`` (64,) the rows' maxima of
-    ``s``: each count is ``n * 0x3F800000 mod 2^32`` for ``n`` scores ``>= lows``. A warp none
-    of whose 16 rows has ``rowmax >= lows`` (so none can count a score) skips the compares, a
-    branch per warp that Gluon cannot express, hence the PTX (``_tie_count_ptx``): on random
-    inputs a warp skips about ``(1 - 1/j)^16`` of its ``j``-th key tiles, on rows whose maximum
-    sits in an early key tile (a sink) nearly all."""
-    s_b, lows_b = gl.broadcast(s, gl.expand_dims(lows, 1))
-    _, max_b = gl.broadcast(s, gl.expand_dims(rowmax, 1))
-    if BLOCK_N == 128:
-        counts = gl.inline_asm_elementwise(TIE_COUNT_PTX_128, TIE_COUNT_CONSTRAINTS_128,
-                                           [s_b, lows_b, max_b], dtype=gl.int32,
-                                           is_pure=False, pack=64)
-    else:
-        counts = gl.inline_asm_elementwise(TIE_COUNT_PTX_64, TIE_COUNT_CONSTRAINTS_64,
-                                           [s_b, lows_b, max_b], dtype=gl.int32,
-                                           is_pure=False, pack=32)
-    return gl.reduce(counts, 1, _first)
-
-
 @gluon.jit
 def _to_operand(p, dtype: gl.constexpr):
     """fp32 ``p`` rounded to nearest-even in ``dtype`` (bf16 or fp16), two elements per
@@ -178,12 +111,13 @@ def _softmax(s, m1, tied, shift, l_i, start_n, start_m, seqlen_k, diag, qk_scale
             rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
             ok = ok & (gl.expand_dims(cols, 0) <= gl.expand_dims(rows + diag, 1))
         s = gl.where(ok, s, float("-inf"))
-    rowmax = gl.max(s, 1)
-    m1_new = gl.maximum(m1, rowmax * qk_scale)
+    m1_new = gl.maximum(m1, gl.max(s, 1) * qk_scale)
     shift_new = gl.where(m1_new > float("-inf"), m1_new, 0.0)
     if STABILIZE:
         floor = m1_new - tie_window
-        near = _tie_count(s, floor * (1.0 / qk_scale), rowmax, BLOCK_N)
+        lows = gl.expand_dims(floor * (1.0 / qk_scale), 1)
+        s_b, lows = gl.broadcast(s, lows)
+        near = gl.sum(_at_least(s_b, lows).to(gl.int32, bitcast=True), 1)
         near += _at_least(m1, floor).to(gl.int32, bitcast=True)
         near += gl.where(tied & (m1 == m1_new), ONE_BITS, 0)
         tied = (near != 0) & (near != ONE_BITS)
