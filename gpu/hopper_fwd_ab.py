@@ -77,23 +77,26 @@ def sink_inputs(batch, sq, sk, hq, hk, d, dtype, seed):
     return q, k, v
 
 
-def checks(base) -> list[dict]:
-    out = []
+def check_inputs():
+    """``(label, q, k, v, causal, params)`` of the bit-for-bit checks: random inputs (odd
+    lengths, GQA, ``Sq != Sk``, both dtypes, the fix on and off), rows tied across key tiles,
+    and an attention sink."""
     for batch, sq, sk, hq, hk, d, dtype, causal in CASES[:-1] + [LONG_CASE]:
         q, k, v = inputs(batch, sq, sk, hq, hk, d, dtype, seed=sq * 7 + d)
         for stabilize in (True, False):
-            params = shift_params(dtype, stabilize=stabilize)
-            out.append(equal_check(base, str((batch, sq, sk, hq, hk, d, dtype)), q, k, v,
-                                   causal, params))
+            yield (str((batch, sq, sk, hq, hk, d, dtype)), q, k, v, causal,
+                   shift_params(dtype, stabilize=stabilize))
     for d in (64, 128):
         q, k, v = (t.cuda() for t in near_tie_inputs(d, 512, 4096, seed=d))
-        out.append(equal_check(base, f"tied d{d}", q, k, v, False, shift_params(q.dtype)))
+        yield f"tied d{d}", q, k, v, False, shift_params(q.dtype)
     for hk in (32, 4):
         q, k, v = sink_inputs(1, 4096, 4096, 32, hk, 64, torch.bfloat16, seed=hk)
         for causal in (False, True):
-            out.append(equal_check(base, f"sink d64 32/{hk}", q, k, v, causal,
-                                   shift_params(q.dtype)))
-    return out
+            yield f"sink d64 32/{hk}", q, k, v, causal, shift_params(q.dtype)
+
+
+def checks(base) -> list[dict]:
+    return [equal_check(base, *case) for case in check_inputs()]
 
 
 def timing(base, shape, rounds, make_inputs=inputs):
@@ -108,9 +111,8 @@ def timing(base, shape, rounds, make_inputs=inputs):
     return timed_record(shape, fns, rounds, q.device)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--base", required=True, help="an older kernels/flash_fwd_hopper.py")
+def add_timing_args(ap: argparse.ArgumentParser) -> None:
+    """The output, budget and timed shapes' options (shared with ``hopper_fwd_variants``)."""
     ap.add_argument("--out", required=True)
     ap.add_argument("--budget-s", type=float, default=300)
     ap.add_argument("--rounds", type=int, default=3)
@@ -119,6 +121,12 @@ def main() -> None:
     ap.add_argument("--causal", choices=("both", "true", "false"), default="both")
     ap.add_argument("--inputs", choices=("random", "sink"), default="random",
                     help="timing inputs: random normal, or with an attention sink at key 0")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--base", required=True, help="an older kernels/flash_fwd_hopper.py")
+    add_timing_args(ap)
     args = ap.parse_args()
     t0 = time.time()
     base = load_base(args.base)

@@ -3,9 +3,8 @@ each against the first, bit for bit, then all timed together on the same inputs 
 
 Run: ``PYTHONPATH=$PWD python gpu/hopper_fwd_variants.py --variant base=old.py --variant
 a=kernels/flash_fwd_hopper.py --out r.json`` (``git show REV:kernels/flash_fwd_hopper.py >
-old.py`` makes a copy). Checks: ``hopper_fwd_ab``'s (random inputs with odd lengths, GQA,
-``Sq != Sk``, both dtypes, the fix on and off; rows tied across key tiles; an attention sink),
-output and lse ``torch.equal`` to the first variant's. Timing: ``interleaved_medians`` of every
+old.py`` makes a copy). Checks: ``hopper_fwd_ab.check_inputs``' cases, output and lse
+``torch.equal`` to the first variant's. Timing: ``interleaved_medians`` of every
 variant at its own ``HOPPER_CONFIGS`` entry, one program per query tile, 16384 tokens a batch,
 random inputs or (``--inputs sink``) a sink at key 0; the shapes of ``shape_grid``, or with
 ``--fix-only`` only those with the fix on (fix-off launches are controls where a change
@@ -22,11 +21,10 @@ import time
 
 import torch
 
-from gpu.hopper_fwd_ab import LONG_CASE, call, load_base, sink_inputs
-from gpu.hopper_fwd_check import CASES, inputs, shape_grid
+from gpu.hopper_fwd_ab import add_timing_args, call, check_inputs, load_base, sink_inputs
+from gpu.hopper_fwd_check import inputs, shape_grid
 from gpu.timed_checks import rates, save, time_within_budget
 from hf_stable_attn.shift_rule import shift_params
-from hf_stable_attn.testing import near_tie_inputs
 
 
 def load_variants(specs: list[str]) -> dict:
@@ -36,22 +34,6 @@ def load_variants(specs: list[str]) -> dict:
         name, path = spec.split("=", 1)
         modules[name] = load_base(path, f"hf_stable_attn.kernels.flash_fwd_hopper_{name}")
     return modules
-
-
-def check_inputs():
-    """``(label, q, k, v, causal, params)`` of ``hopper_fwd_ab.checks``' cases."""
-    for batch, sq, sk, hq, hk, d, dtype, causal in CASES[:-1] + [LONG_CASE]:
-        q, k, v = inputs(batch, sq, sk, hq, hk, d, dtype, seed=sq * 7 + d)
-        for stabilize in (True, False):
-            yield (str((batch, sq, sk, hq, hk, d, dtype)), q, k, v, causal,
-                   shift_params(dtype, stabilize=stabilize))
-    for d in (64, 128):
-        q, k, v = (t.cuda() for t in near_tie_inputs(d, 512, 4096, seed=d))
-        yield f"tied d{d}", q, k, v, False, shift_params(q.dtype)
-    for hk in (32, 4):
-        q, k, v = sink_inputs(1, 4096, 4096, 32, hk, 64, torch.bfloat16, seed=hk)
-        for causal in (False, True):
-            yield f"sink d64 32/{hk}", q, k, v, causal, shift_params(q.dtype)
 
 
 def checks(modules: dict) -> list[dict]:
@@ -85,13 +67,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--variant", action="append", required=True,
                     help="name=path of a flash_fwd_hopper.py copy; the first is the reference")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--budget-s", type=float, default=300)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--head-dims", type=int, nargs="+", default=[64, 128])
-    ap.add_argument("--seqlens", type=int, nargs="+", default=[4096, 8192, 2048])
-    ap.add_argument("--causal", choices=("both", "true", "false"), default="both")
-    ap.add_argument("--inputs", choices=("random", "sink"), default="random")
+    add_timing_args(ap)
     ap.add_argument("--fix-only", action="store_true")
     ap.add_argument("--no-checks", action="store_true")
     args = ap.parse_args()
