@@ -117,14 +117,20 @@ def timing(shape, configs, rounds):
     return timed_record(shape, fns, rounds, q.device)
 
 
-def timed_record(shape, fns, rounds, device) -> dict:
-    """``rates`` of ``fns`` (one of them ``triton_call``) on ``shape`` = (batch, seqlen, Hq,
-    Hkv, D, causal, stabilize), with ``triton_config``, the tile config the Triton forward ran."""
+def shape_rates(shape, fns, rounds, device) -> dict:
+    """``rates`` of forwards ``fns`` on ``shape`` = (batch, seqlen, Hq, Hkv, D, causal,
+    stabilize), with the shape named."""
     batch, s, hq, hk, d, causal, stabilize = shape
     timed = rates(fns, rounds, device, 4 * batch * hq * s * s * d / (2 if causal else 1))
     return dict(shape=dict(batch=batch, seqlen=s, heads_q=hq, heads_kv=hk, head_dim=d,
-                           causal=causal, stabilize=stabilize),
-                triton_config=list(LAUNCHES["fwd"].last), **timed)
+                           causal=causal, stabilize=stabilize), **timed)
+
+
+def timed_record(shape, fns, rounds, device) -> dict:
+    """``shape_rates`` of ``fns`` (one of them ``triton_call``) with ``triton_config``, the tile
+    config the Triton forward ran."""
+    record = shape_rates(shape, fns, rounds, device)
+    return dict(shape=record.pop("shape"), triton_config=list(LAUNCHES["fwd"].last), **record)
 
 
 def shape_grid(seqlens, head_dims, masks=(False, True)) -> list[tuple]:

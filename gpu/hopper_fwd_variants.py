@@ -22,8 +22,8 @@ import time
 import torch
 
 from gpu.hopper_fwd_ab import add_timing_args, call, check_inputs, load_base, sink_inputs
-from gpu.hopper_fwd_check import inputs, shape_grid
-from gpu.timed_checks import rates, save, time_within_budget
+from gpu.hopper_fwd_check import inputs, shape_grid, shape_rates
+from gpu.timed_checks import save, time_within_budget
 from hf_stable_attn.shift_rule import shift_params
 
 
@@ -58,9 +58,7 @@ def timing(modules: dict, shape, rounds: int, make_inputs) -> dict:
     params = shift_params(torch.bfloat16, stabilize=stabilize)
     fns = {name: (lambda m=m: call(m, q, k, v, causal, params, persistent=False))
            for name, m in modules.items()}
-    timed = rates(fns, rounds, q.device, 4 * batch * hq * s * s * d / (2 if causal else 1))
-    return dict(shape=dict(batch=batch, seqlen=s, heads_q=hq, heads_kv=hk, head_dim=d,
-                           causal=causal, stabilize=stabilize), **timed)
+    return shape_rates(shape, fns, rounds, q.device)
 
 
 def main() -> None:
