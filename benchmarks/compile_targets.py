@@ -29,7 +29,7 @@ FLOATS = {"softmax_scale", "qk_scale", "softcap", "dropout_p", "drop_scale", "be
           "min_gap", "max_gap"}
 # Pointer arguments that are not the bf16 inputs and outputs.
 POINTERS = {"LSE": "*fp32", "SHIFT": "*fp32", "DELTA": "*fp32", "P_DP": "*fp32", "CU_Q": "*i32",
-            "CU_K": "*i32", "KPM": "*u8"}
+            "CU_K": "*i32", "KPM": "*u8", "QUEUE": "*i32"}
 # A causal call without dropout, softcap or padding (what training a decoder runs).
 CAUSAL_FLAGS = dict(IS_VARLEN=False, HAS_WL=False, HAS_WR=True, HAS_SOFTCAP=False,
                     HAS_DROPOUT=False, HAS_KPM=False, DOT_FP32=False, EVEN_D=True)

@@ -152,14 +152,34 @@ def _pass_turn(turns, WG: gl.constexpr):
 
 
 @gluon.jit
-def _work_unit(unit, num_tiles_m, num_columns, CAUSAL: gl.constexpr, PERSISTENT: gl.constexpr):
+def _work_unit(unit, num_tiles_m, num_columns, CAUSAL: gl.constexpr):
     """The ``(tile, column)`` of the query tile ``ranked_tile`` ranks ``unit``-th (``_tile_part``
     maps it to rows and heads). Causal launches run the heaviest tiles first, in groups of
-    ``HEAD_GROUP`` columns with one program per tile, over all columns when persistent (whose
-    programs take every ``programs``-th tile, so that each program's share weighs about the
-    same)."""
-    group = num_columns if PERSISTENT else HEAD_GROUP
-    return ranked_tile(unit, num_tiles_m, num_columns, group, CAUSAL)
+    ``HEAD_GROUP`` columns, so that the tiles running together read a few heads' K/V from L2;
+    one program per tile, or persistent programs taking the next unit from ``_next_unit``'s
+    counter as they finish one (the hardware's order for one program per tile)."""
+    return ranked_tile(unit, num_tiles_m, num_columns, HEAD_GROUP, CAUSAL)
+
+
+@gluon.jit
+def _next_unit(QUEUE):
+    """The next unit of work of a persistent causal launch: ``QUEUE[0]`` (zeroed by the caller)
+    incremented by one lane of the loader's warp, the old count added to the number of programs
+    (each program's first unit is its own index)."""
+    lanes = gl.arange(0, 32, layout=gl.BlockedLayout([1], [32], [1], [0]))
+    taken = gl.inline_asm_elementwise(
+        "{ .reg .pred first; .reg .b32 old; mov.b32 old, 0; setp.eq.u32 first, $2, 0;"
+        " @first atom.global.add.u32 old, [$1], 1;"
+        " shfl.sync.idx.b32 $0, old, 0, 0x1f, 0xffffffff; }",
+        "=r,l,r", [QUEUE + lanes * 0, lanes], dtype=gl.int32, is_pure=False, pack=1)
+    return gl.num_programs(0) + gl.max(taken, 0)
+
+
+@gluon.jit
+def _unit_slot(QUEUE, WG, CONSUMERS: gl.constexpr):
+    """Where the loader hands consumer ``WG`` of this program its next unit (``QUEUE`` after the
+    counter, one int32 per consumer and program)."""
+    return QUEUE + 1 + gl.program_id(0) * CONSUMERS + WG
 
 
 @gluon.jit
@@ -182,7 +202,7 @@ def _tile_part(tile, column, num_heads_q, heads_per_kv, stack, CONSUMERS: gl.con
 
 
 @gluon.jit
-def _loader(Q, K, V, O, LSE, SINKS, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks,
+def _loader(Q, K, V, O, LSE, SINKS, QUEUE, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks,
             stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
             stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full,
             v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
@@ -195,30 +215,45 @@ def _loader(Q, K, V, O, LSE, SINKS, stride_qb, stride_qs, stride_qh, stride_kb, 
             stride_vs, stride_vh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty,
             v_full, v_empty, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
             num_columns, stack)
-    if PERSISTENT:
+    CAUSAL: gl.constexpr = q_full.shape[0] - CONSUMERS >= 2
+    total = num_tiles_m * num_columns
+    if PERSISTENT and CAUSAL:  # units from the counter, each handed to the consumers
         t = 0  # ring fills so far
         i = 0  # query tiles so far
-        for unit in range(gl.program_id(0), num_tiles_m * num_columns, gl.num_programs(0)):
-            t += _load_tile(unit, t, i, *args)
+        unit = gl.program_id(0)
+        while unit < total:
+            t += _load_tile(unit, t, i, QUEUE, *args)
+            i += 1
+            unit = _next_unit(QUEUE)
+        for wg in gl.static_range(CONSUMERS):  # no unit left: the consumers stop
+            mbarrier.wait(q_empty.index(wg), (i & 1) ^ 1)
+            gl.store(_unit_slot(QUEUE, wg, CONSUMERS), total)
+            mbarrier.arrive(q_full.index(wg), count=1)
+    elif PERSISTENT:
+        t = 0
+        i = 0
+        for unit in range(gl.program_id(0), total, gl.num_programs(0)):
+            t += _load_tile(unit, t, i, QUEUE, *args)
             i += 1
     else:
-        _load_tile(gl.program_id(0), 0, 0, *args)
+        _load_tile(gl.program_id(0), 0, 0, QUEUE, *args)
 
 
 @gluon.jit
-def _load_tile(unit, t, i, Q, K, V, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks,
+def _load_tile(unit, t, i, QUEUE, Q, K, V, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks,
                stride_kh, stride_vb, stride_vs, stride_vh, q_smem, k_smem, v_smem, q_full,
                q_empty, k_full, k_empty, v_full, v_empty, seqlen_q, seqlen_k, num_heads_q,
                heads_per_kv, num_tiles_m, num_columns, stack):
     """The program's ``i``-th query tile (``unit``): each consumer's part once that consumer
-    has released its last one, then the K and V tiles its rows see into ring fills ``t``
-    onwards, each slot once every consumer has released it. Returns how many fills."""
+    has released its last one (with the unit, in a persistent causal launch), then the K and V
+    tiles its rows see into ring fills ``t`` onwards, each slot once every consumer has
+    released it. Returns how many fills."""
     CONSUMERS: gl.constexpr = q_smem.shape[0]
     BLOCK_N: gl.constexpr = k_smem.shape[1]
     HEAD_DIM: gl.constexpr = k_smem.shape[2]
     CAUSAL: gl.constexpr = q_full.shape[0] - CONSUMERS >= 2
     PERSISTENT: gl.constexpr = q_empty.shape[0] > CONSUMERS
-    ranked, column = _work_unit(unit, num_tiles_m, num_columns, CAUSAL, PERSISTENT)
+    ranked, column = _work_unit(unit, num_tiles_m, num_columns, CAUSAL)
     tile = (ranked, column, num_heads_q, heads_per_kv, stack)
     last0, b64, h, hk, g = _tile_part(*tile, CONSUMERS, CONSUMERS - 1)
     # The tile's descriptors are written over the last tile's: wait until the last tile's
@@ -241,6 +276,8 @@ def _load_tile(unit, t, i, Q, K, V, stride_qb, stride_qs, stride_qh, stride_kb, 
     for wg in gl.static_range(CONSUMERS):
         rows0, _, _, _, g = _tile_part(*tile, CONSUMERS, wg)
         mbarrier.wait(q_empty.index(wg), (i & 1) ^ 1)
+        if PERSISTENT and CAUSAL:  # read once the expect below completes q_full's phase
+            gl.store(_unit_slot(QUEUE, wg, CONSUMERS), unit)
         mbarrier.expect(q_full.index(wg), q_desc.block_type.nbytes)
         tma_load(q_desc, [rows0, g * HEAD_DIM], q_full.index(wg), q_smem.index(wg))
     n_tiles = key_tiles(last0, seqlen_k - seqlen_q, seqlen_k, BLOCK_N, CAUSAL, 64)
@@ -251,7 +288,7 @@ def _load_tile(unit, t, i, Q, K, V, stride_qb, stride_qs, stride_qh, stride_kb, 
 
 
 @gluon.jit
-def _consume(WG: gl.constexpr, Q, K, V, O, LSE, SINKS, stride_qb, stride_qs, stride_qh, stride_kb,
+def _consume(WG: gl.constexpr, Q, K, V, O, LSE, SINKS, QUEUE, stride_qb, stride_qs, stride_qh, stride_kb,
              stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os,
              stride_oh, stride_lb, stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full,
              k_empty, v_full, v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv,
@@ -267,11 +304,22 @@ def _consume(WG: gl.constexpr, Q, K, V, O, LSE, SINKS, stride_qb, stride_qs, str
             LSE, SINKS, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, seqlen_q, seqlen_k,
             num_heads_q, heads_per_kv, num_tiles_m, num_columns, stack, qk_scale, beta, tie_window,
             min_gap, max_gap, has_sinks)
-    if PERSISTENT:
+    CAUSAL: gl.constexpr = q_full.shape[0] - CONSUMERS >= 2
+    # Every query tile takes its fills + 1 turns, so the i-th one's first turn is t + i.
+    if PERSISTENT and CAUSAL:  # the units the loader takes from the counter (_loader)
         t = 0  # ring fills so far
         i = 0  # query tiles so far
+        mbarrier.wait(q_full.index(WG), 0)
+        unit = gl.load(_unit_slot(QUEUE, WG, CONSUMERS), volatile=True)
+        while unit < num_tiles_m * num_columns:
+            t += _consume_tile(WG, unit, t, t + i, i & 1, *args)
+            i += 1
+            mbarrier.wait(q_full.index(WG), i & 1)
+            unit = gl.load(_unit_slot(QUEUE, WG, CONSUMERS), volatile=True)
+    elif PERSISTENT:
+        t = 0
+        i = 0
         for unit in range(gl.program_id(0), num_tiles_m * num_columns, gl.num_programs(0)):
-            # Every query tile takes its fills + 1 turns, so this one's first turn is t + i.
             t += _consume_tile(WG, unit, t, t + i, i & 1, *args)
             i += 1
     else:
@@ -302,8 +350,7 @@ def _consume_tile(WG: gl.constexpr, unit, t0, k0, q_phase, q_smem, k_smem, v_sme
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16])
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
-    PERSISTENT: gl.constexpr = q_empty.shape[0] > CONSUMERS
-    ranked, column = _work_unit(unit, num_tiles_m, num_columns, CAUSAL, PERSISTENT)
+    ranked, column = _work_unit(unit, num_tiles_m, num_columns, CAUSAL)
     tile = (ranked, column, num_heads_q, heads_per_kv, stack)
     rows0, b64, h, hk, _ = _tile_part(*tile, CONSUMERS, WG)
     last0 = _tile_part(*tile, CONSUMERS, CONSUMERS - 1)[0]
@@ -423,12 +470,12 @@ def _step(j, t0, k0, acc, p_op, m1, tied, shift, l_i, q, k_smem, v_smem, k_full,
 
 
 @gluon.jit
-def _consumer0(Q, K, V, O, LSE, SINKS, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks,
+def _consumer0(Q, K, V, O, LSE, SINKS, QUEUE, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks,
                stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh,
                stride_lb, stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty,
                v_full, v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
                num_columns, stack, qk_scale, beta, tie_window, min_gap, max_gap, has_sinks):
-    _consume(0, Q, K, V, O, LSE, SINKS, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks,
+    _consume(0, Q, K, V, O, LSE, SINKS, QUEUE, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks,
              stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
              stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full, v_empty,
              turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m, num_columns, stack,
@@ -436,12 +483,12 @@ def _consumer0(Q, K, V, O, LSE, SINKS, stride_qb, stride_qs, stride_qh, stride_k
 
 
 @gluon.jit
-def _consumer1(Q, K, V, O, LSE, SINKS, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks,
+def _consumer1(Q, K, V, O, LSE, SINKS, QUEUE, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks,
                stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh,
                stride_lb, stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty,
                v_full, v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
                num_columns, stack, qk_scale, beta, tie_window, min_gap, max_gap, has_sinks):
-    _consume(1, Q, K, V, O, LSE, SINKS, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks,
+    _consume(1, Q, K, V, O, LSE, SINKS, QUEUE, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks,
              stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
              stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full, v_empty,
              turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m, num_columns, stack,
@@ -449,12 +496,12 @@ def _consumer1(Q, K, V, O, LSE, SINKS, stride_qb, stride_qs, stride_qh, stride_k
 
 
 @gluon.jit
-def _consumer2(Q, K, V, O, LSE, SINKS, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks,
+def _consumer2(Q, K, V, O, LSE, SINKS, QUEUE, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks,
                stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh,
                stride_lb, stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty,
                v_full, v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
                num_columns, stack, qk_scale, beta, tie_window, min_gap, max_gap, has_sinks):
-    _consume(2, Q, K, V, O, LSE, SINKS, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks,
+    _consume(2, Q, K, V, O, LSE, SINKS, QUEUE, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks,
              stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
              stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full, v_empty,
              turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m, num_columns, stack,
@@ -463,7 +510,7 @@ def _consumer2(Q, K, V, O, LSE, SINKS, stride_qb, stride_qs, stride_qh, stride_k
 
 @gluon.jit
 def _fwd_ws_kernel(
-    Q, K, V, O, LSE, SINKS,
+    Q, K, V, O, LSE, SINKS, QUEUE,
     stride_qb, stride_qs, stride_qh,
     stride_kb, stride_ks, stride_kh,
     stride_vb, stride_vs, stride_vh,
@@ -477,8 +524,10 @@ def _fwd_ws_kernel(
     num_warps: gl.constexpr,
 ):
     """Grid (programs,): program ``p`` computes the ``p``-th query tile in ``ranked_tile``'s
-    order or, ``PERSISTENT`` (at most one program per SM), tiles ``p``, ``p + programs``, ..,
-    the loader filling the next tile's ring while the consumers finish one."""
+    order or, ``PERSISTENT`` (at most one program per SM), tiles ``p``, ``p + programs``, ..
+    (causal: ``p``, then those ``_next_unit`` hands out), the loader filling the next tile's
+    ring while the consumers finish one. ``QUEUE``: int32, zeroed, ``1 + programs * CONSUMERS``
+    long (persistent causal launches; unread otherwise)."""
     dtype: gl.constexpr = Q.dtype.element_ty
     q_shared: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, HEAD_DIM], dtype)
     kv_shared: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
@@ -494,7 +543,7 @@ def _fwd_ws_kernel(
     k_full, k_empty, v_full, v_empty = ring_barriers(STAGES, CONSUMERS)
     turns = flag_barriers(CONSUMERS if PINGPONG else 1)  # one barrier: no ping-pong
 
-    args = (Q, K, V, O, LSE, SINKS, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks,
+    args = (Q, K, V, O, LSE, SINKS, QUEUE, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks,
             stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
             stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full,
             v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
@@ -625,8 +674,11 @@ def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, ti
                                             stack)
     out = torch.empty_like(q)
     lse = torch.empty((batch, hq, sq), device=q.device, dtype=torch.float32)
+    queue = lse  # read only by persistent causal launches
+    if persistent and causal:
+        queue = torch.zeros(1 + programs * consumers, device=q.device, dtype=torch.int32)
     _fwd_ws_kernel[(programs,)](
-        q, k, v, out, lse, lse if sinks is None else sinks,
+        q, k, v, out, lse, lse if sinks is None else sinks, queue,
         q.stride(0), q.stride(1), q.stride(2),
         k.stride(0), k.stride(1), k.stride(2),
         v.stride(0), v.stride(1), v.stride(2),
