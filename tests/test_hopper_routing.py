@@ -98,17 +98,15 @@ def test_a_kv_groups_heads_are_stacked_where_a_causal_tile_spans_part_of_a_key_t
     assert flash_fwd_hopper.stacked_heads(q, causal, 8 // heads_kv, consumers, 128) == stack
 
 
-@pytest.mark.parametrize("head_dim, causal, heads_per_kv, persistent", [
-    (64, False, 1, True), (128, False, 8, True), (128, True, 8, True), (128, True, 4, False),
-    (128, True, 1, False), (64, True, 8, False)])
-def test_persistent_launches_where_measured_faster(head_dim, causal, heads_per_kv,
-                                                   persistent):
-    """Without a causal mask below 16384 rows, and with one below 4096 at D128 where 8 query
-    heads share a KV head."""
-    assert flash_fwd_hopper.persistent_launch(head_dim, causal, 2048, heads_per_kv) == persistent
-    longest = 8192 if not causal else 2048
-    assert flash_fwd_hopper.persistent_launch(head_dim, causal, longest, heads_per_kv) == persistent
-    assert not flash_fwd_hopper.persistent_launch(head_dim, causal, 2 * longest, heads_per_kv)
+@pytest.mark.parametrize("head_dim, causal, heads_per_kv, below", [
+    (64, False, 1, 16384), (128, False, 8, 16384), (128, True, 8, 8192), (128, True, 4, 8192),
+    (128, True, 1, 8192), (64, True, 8, 8192), (64, True, 4, 0), (64, True, 1, 0)])
+def test_persistent_launches_where_measured_faster(head_dim, causal, heads_per_kv, below):
+    """Without a causal mask below 16384 rows; with one below 8192 at D128, and at D64 where 8
+    query heads share a KV head; never for D64 causal MHA."""
+    for rows in [r for r in (2048, 4096, below - 1, below, 2 * below) if r > 0]:
+        expected = 0 < rows < below
+        assert flash_fwd_hopper.persistent_launch(head_dim, causal, rows, heads_per_kv) == expected
 
 
 BWD_COVERED = dict(varlen=False, window_left=-1, window_right=-1, causal=True,
