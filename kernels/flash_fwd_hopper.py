@@ -15,10 +15,12 @@ its matrix products). At D64 the consumers also take turns issuing their product
 (``_take_turn``, FlashAttention-3's ping-pong), which measured up to 7% faster there and up to
 3.6% slower at D128 (docs/kernel_notes.md, session 26). A launch has one program per query
 tile or (``PERSISTENT_BELOW``) one per SM looping over tiles, the loader filling the next tile's
-ring while the consumers finish one (session 33). A tile's 64-row parts are one head's
-consecutive rows, or (``stacked_heads``: D64, causal, GQA) the same row block (or two adjacent
-ones) of the KV group's query heads, which share K/V and see (nearly) the same key tiles, so no
-consumer waits long at a causal tile's end for another that sees more keys (v41a).
+ring while the consumers finish one (session 33); a persistent causal launch's programs take
+their next tile from an atomic counter, heaviest first (FlashAttention-3's scheduler, v52a). A
+tile's 64-row parts are one head's consecutive rows, or (``stacked_heads``: D64, causal, GQA)
+the same row block (or two adjacent ones) of the KV group's query heads, which share K/V and
+see (nearly) the same key tiles, so no consumer waits long at a causal tile's end for another
+that sees more keys (v41a).
 
 Covers: dense ``(B, S, H, D)`` bf16/fp16, head dim 64 or 128, causal (bottom-right aligned) or
 not, GQA, the fix on or off, attention sinks (folded in the epilogue), where
@@ -288,8 +290,8 @@ def _load_tile(unit, t, i, QUEUE, Q, K, V, stride_qb, stride_qs, stride_qh, stri
 
 
 @gluon.jit
-def _consume(WG: gl.constexpr, Q, K, V, O, LSE, SINKS, QUEUE, stride_qb, stride_qs, stride_qh, stride_kb,
-             stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os,
+def _consume(WG: gl.constexpr, Q, K, V, O, LSE, SINKS, QUEUE, stride_qb, stride_qs, stride_qh,
+             stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os,
              stride_oh, stride_lb, stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full,
              k_empty, v_full, v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv,
              num_tiles_m, num_columns, stack, qk_scale, beta, tie_window, min_gap, max_gap,
@@ -475,11 +477,11 @@ def _consumer0(Q, K, V, O, LSE, SINKS, QUEUE, stride_qb, stride_qs, stride_qh, s
                stride_lb, stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty,
                v_full, v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
                num_columns, stack, qk_scale, beta, tie_window, min_gap, max_gap, has_sinks):
-    _consume(0, Q, K, V, O, LSE, SINKS, QUEUE, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks,
-             stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
-             stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full, v_empty,
-             turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m, num_columns, stack,
-             qk_scale, beta, tie_window, min_gap, max_gap, has_sinks)
+    _consume(0, Q, K, V, O, LSE, SINKS, QUEUE, stride_qb, stride_qs, stride_qh, stride_kb,
+             stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh,
+             stride_lb, stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full,
+             v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
+             num_columns, stack, qk_scale, beta, tie_window, min_gap, max_gap, has_sinks)
 
 
 @gluon.jit
@@ -488,11 +490,11 @@ def _consumer1(Q, K, V, O, LSE, SINKS, QUEUE, stride_qb, stride_qs, stride_qh, s
                stride_lb, stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty,
                v_full, v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
                num_columns, stack, qk_scale, beta, tie_window, min_gap, max_gap, has_sinks):
-    _consume(1, Q, K, V, O, LSE, SINKS, QUEUE, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks,
-             stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
-             stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full, v_empty,
-             turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m, num_columns, stack,
-             qk_scale, beta, tie_window, min_gap, max_gap, has_sinks)
+    _consume(1, Q, K, V, O, LSE, SINKS, QUEUE, stride_qb, stride_qs, stride_qh, stride_kb,
+             stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh,
+             stride_lb, stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full,
+             v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
+             num_columns, stack, qk_scale, beta, tie_window, min_gap, max_gap, has_sinks)
 
 
 @gluon.jit
@@ -501,11 +503,11 @@ def _consumer2(Q, K, V, O, LSE, SINKS, QUEUE, stride_qb, stride_qs, stride_qh, s
                stride_lb, stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty,
                v_full, v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
                num_columns, stack, qk_scale, beta, tie_window, min_gap, max_gap, has_sinks):
-    _consume(2, Q, K, V, O, LSE, SINKS, QUEUE, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks,
-             stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
-             stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full, v_empty,
-             turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m, num_columns, stack,
-             qk_scale, beta, tie_window, min_gap, max_gap, has_sinks)
+    _consume(2, Q, K, V, O, LSE, SINKS, QUEUE, stride_qb, stride_qs, stride_qh, stride_kb,
+             stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh,
+             stride_lb, stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full,
+             v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
+             num_columns, stack, qk_scale, beta, tie_window, min_gap, max_gap, has_sinks)
 
 
 @gluon.jit

@@ -109,6 +109,39 @@ def test_persistent_launches_where_measured_faster(head_dim, causal, heads_per_k
         assert flash_fwd_hopper.persistent_launch(head_dim, causal, rows, heads_per_kv) == expected
 
 
+class KernelStandIn:
+    """Stands in for the Gluon forward: ``kernel[grid](*args, **kwargs)`` keeps grid and args."""
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            self.grid, self.args = grid, args
+        return launch
+
+
+@pytest.mark.parametrize("head_dim, heads_kv, seqlen, persistent", [
+    (128, 16, 2048, True), (64, 2, 4096, True), (64, 16, 4096, False), (128, 16, 8192, False)])
+def test_a_persistent_causal_launch_gets_a_zeroed_counter(monkeypatch, head_dim, heads_kv,
+                                                          seqlen, persistent):
+    """Its programs take their tiles from ``QUEUE[0]`` and hand them to their consumers through
+    one slot each after it; other launches pass a placeholder."""
+    kernel = KernelStandIn()
+    monkeypatch.setattr(flash_fwd_hopper, "_fwd_ws_kernel", kernel)
+    monkeypatch.setattr(flash_fwd_hopper, "sm_count", lambda device: 4)
+    q = torch.zeros(1, seqlen, 16, head_dim, dtype=torch.bfloat16)
+    k = torch.zeros(1, seqlen, heads_kv, head_dim, dtype=torch.bfloat16)
+    flash_fwd_hopper.flash_attn_fwd_hopper(q, k, k, softmax_scale=1.0, causal=True,
+                                           stabilize=True, beta=2.0, tie_window=0.0,
+                                           min_gap=0.0, max_gap=1.0)
+    queue = kernel.args[6]
+    consumers = flash_fwd_hopper.HOPPER_CONFIGS[head_dim][3]
+    assert (kernel.grid == (4,)) == persistent
+    if persistent:
+        assert queue.dtype == torch.int32 and queue.shape == (1 + 4 * consumers,)
+        assert not queue.any()
+    else:
+        assert queue.dtype == torch.float32  # the lse, unread
+
+
 BWD_COVERED = dict(varlen=False, window_left=-1, window_right=-1, causal=True,
                    has_softcap=False, dropout_p=0.0, key_padding_mask=None, tma_ok=True)
 

@@ -58,6 +58,8 @@ def test_the_gluon_forward_compiles(head_dim, stabilize, causal, persistent):
         CONSUMER_REGS=regs, CONSUMERS=consumers, PINGPONG=pingpong, PERSISTENT=persistent,
         num_warps=4))
     assert compiled.metadata.num_warps == 4 * (consumers + 1)  # the consumers and the loader's
+    # Persistent causal launches take their tiles from a counter (``_next_unit``), only they.
+    assert ("atom.global.add.u32" in compiled.asm["ptx"]) == (persistent and causal)
 
 
 @pytest.mark.parametrize("split", [False, True], ids=["bf16-dkdv", "fp32-partials"])
