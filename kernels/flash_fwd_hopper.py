@@ -577,9 +577,10 @@ FASTER = {(128, True): (128, 128), (128, False): (128, 128), (64, True): (2048, 
 # D128, MHA and GQA 8:1); session 48 (two runs, with the fix): 0-3.6% faster at 4096 and 1-3%
 # at 8192 (D64 and D128, MHA and GQA 8:1; 16384 not measured). Causal launches persistent take
 # their tiles from a counter (v52a, session 52, one H200, fix on; D128 GQA 8:1 at S 2048 against
-# the static persistent launch it replaced): D128 +3.9% / +4.0% (MHA / GQA 8:1) at S 2048, +2.4% / +1.6% at 4096, -0.9% / -0.8% at 8192; D64 GQA 8:1 +5.9% at
-# 4096 (+10% at 2048, which the Triton forward takes), +0.8% at 8192; D64 MHA -2% to -4%
-# (its three consumers see different numbers of key tiles).
+# the static persistent launch it replaced): D128 +3.9% / +4.0% (MHA / GQA 8:1) at S 2048,
+# +2.4% / +1.6% at 4096, -0.9% / -0.8% at 8192; D64 GQA 8:1 +5.9% at 4096 (+10% at 2048, which
+# the Triton forward takes), +0.8% at 8192; D64 MHA -2% to -4% (its three consumers see
+# different numbers of key tiles).
 GROUPED = 8
 PERSISTENT_BELOW = {(64, False, False): 16384, (64, False, True): 16384,
                     (128, False, False): 16384, (128, False, True): 16384,
