@@ -1,6 +1,6 @@
 """Every kernel launch passes ``_common.COMPILE_OPTIONS`` (FP fusion pinned on: Triton 3.10 turns
 it off by default). The launchers run on CPU tensors here with their kernels replaced by a
-recorder, so the GPU-only launches (the Gluon kernels) are checked too."""
+stand-in (``kernel_stand_in``), so the GPU-only launches (the Gluon kernels) are checked too."""
 
 from __future__ import annotations
 
@@ -8,20 +8,7 @@ import pytest
 import torch
 
 from hf_stable_attn.kernels import _common, flash_bwd, flash_bwd_hopper, flash_fwd_hopper
-
-
-class Recorder:
-    """Stands in for a JIT function: ``kernel[grid](*args, **kwargs)`` keeps the keywords."""
-
-    params: list = []
-
-    def __init__(self):
-        self.kwargs = None
-
-    def __getitem__(self, grid):
-        def launch(*args, **kwargs):
-            self.kwargs = kwargs
-        return launch
+from kernel_stand_in import KernelStandIn
 
 
 def passed_options(kwargs: dict) -> bool:
@@ -33,7 +20,7 @@ def test_fp_fusion_is_pinned_on():
 
 
 def test_tiled_launches_pass_the_options(monkeypatch):
-    kernel = Recorder()
+    kernel = KernelStandIn()
     launch = _common.TiledLaunch(kernel, {64: [(64, 64, 4, 2)]})
     monkeypatch.setattr(_common, "specialization", lambda args: ())
     launch.launch(lambda meta: (1,), ("key",), (torch.zeros(1),), {}, (64, 64, 4, 2, False))
@@ -41,7 +28,7 @@ def test_tiled_launches_pass_the_options(monkeypatch):
 
 
 def test_the_partials_sum_passes_the_options(monkeypatch):
-    kernel = Recorder()
+    kernel = KernelStandIn()
     monkeypatch.setattr(flash_bwd, "_sum_partials_kernel", kernel)
     flash_bwd.sum_partials(torch.zeros(2, 3), torch.bfloat16)
     assert passed_options(kernel.kwargs)
@@ -49,7 +36,7 @@ def test_the_partials_sum_passes_the_options(monkeypatch):
 
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_the_gluon_launches_pass_the_options(monkeypatch, head_dim):
-    kernels = {name: Recorder() for name in ("fwd", "dkdv", "dq")}
+    kernels = {name: KernelStandIn() for name in ("fwd", "dkdv", "dq")}
     monkeypatch.setattr(flash_fwd_hopper, "_fwd_ws_kernel", kernels["fwd"])
     monkeypatch.setattr(flash_bwd_hopper, "_dkdv_ws_kernel", kernels["dkdv"])
     monkeypatch.setattr(flash_bwd_hopper, "_dq_ws_kernel", kernels["dq"])

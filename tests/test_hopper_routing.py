@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from hf_stable_attn.kernels import flash_bwd_hopper, flash_fwd_hopper
+from kernel_stand_in import KernelStandIn
 
 COVERED = dict(stabilize=True, varlen=False, causal=True, window_left=-1, window_right=0, has_softcap=False,
                dropout_p=0.0, key_padding_mask=None, shift_single=False, return_shift=False,
@@ -107,15 +108,6 @@ def test_persistent_launches_where_measured_faster(head_dim, causal, heads_per_k
     for rows in [r for r in (2048, 4096, below - 1, below, 2 * below) if r > 0]:
         expected = 0 < rows < below
         assert flash_fwd_hopper.persistent_launch(head_dim, causal, rows, heads_per_kv) == expected
-
-
-class KernelStandIn:
-    """Stands in for the Gluon forward: ``kernel[grid](*args, **kwargs)`` keeps grid and args."""
-
-    def __getitem__(self, grid):
-        def launch(*args, **kwargs):
-            self.grid, self.args = grid, args
-        return launch
 
 
 @pytest.mark.parametrize("head_dim, heads_kv, seqlen, persistent", [
