@@ -49,15 +49,20 @@ def call(module, q, k, v, causal, params, **launch):
                                         causal=causal, **fix_kwargs(params), **launch)
 
 
+def same_result(result, reference) -> bool:
+    """``(out, lse)`` bit-identical to ``reference``'s, and out free of NaN."""
+    (out, lse), (ref_out, ref_lse) = result, reference
+    return bool(torch.equal(out, ref_out) and torch.equal(lse, ref_lse)
+                and not torch.isnan(out).any())
+
+
 def equal_check(base, label, q, k, v, causal, params):
     """The package's forward, with one program per query tile and persistent, against the
     base's, bit for bit."""
-    ref_out, ref_lse = call(base, q, k, v, causal, params)
-    ok = {}
-    for persistent in (False, True):
-        out, lse = call(flash_fwd_hopper, q, k, v, causal, params, persistent=persistent)
-        ok[persistent] = bool(torch.equal(out, ref_out) and torch.equal(lse, ref_lse)
-                              and not torch.isnan(out).any())
+    reference = call(base, q, k, v, causal, params)
+    ok = {persistent: same_result(call(flash_fwd_hopper, q, k, v, causal, params,
+                                       persistent=persistent), reference)
+          for persistent in (False, True)}
     return dict(case=label, causal=causal, stabilize=params.stabilize, ok=all(ok.values()),
                 ok_persistent=ok[True], ok_per_tile=ok[False])
 

@@ -21,7 +21,8 @@ import time
 
 import torch
 
-from gpu.hopper_fwd_ab import add_timing_args, call, check_inputs, load_base, sink_inputs
+from gpu.hopper_fwd_ab import (add_timing_args, call, check_inputs, load_base, same_result,
+                               sink_inputs)
 from gpu.hopper_fwd_check import inputs, shape_grid, shape_rates
 from gpu.timed_checks import save, time_within_budget
 from hf_stable_attn.shift_rule import shift_params
@@ -41,12 +42,9 @@ def checks(modules: dict) -> list[dict]:
     names = list(modules)
     out = []
     for label, q, k, v, causal, params in check_inputs():
-        ref_out, ref_lse = call(modules[names[0]], q, k, v, causal, params)
-        equal = {}
-        for name in names[1:]:
-            o, lse = call(modules[name], q, k, v, causal, params)
-            equal[name] = bool(torch.equal(o, ref_out) and torch.equal(lse, ref_lse)
-                               and not torch.isnan(o).any())
+        reference = call(modules[names[0]], q, k, v, causal, params)
+        equal = {name: same_result(call(modules[name], q, k, v, causal, params), reference)
+                 for name in names[1:]}
         out.append(dict(case=label, causal=causal, stabilize=params.stabilize, equal=equal,
                         ok=all(equal.values())))
     return out
