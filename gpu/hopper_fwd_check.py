@@ -32,8 +32,13 @@ from hf_stable_attn.testing import (
 
 
 def gluon_call(q, k, v, causal, params, config=None):
+    """The Gluon forward at ``config``: a ``HOPPER_CONFIGS`` tuple, optionally followed by
+    ``persistent`` (1: one program per SM, 0: one per query tile; without it
+    ``PERSISTENT_BELOW`` decides)."""
+    persistent = bool(config[5]) if config is not None and len(config) == 6 else None
     return flash_attn_fwd_hopper(q, k, v, softmax_scale=q.shape[-1] ** -0.5, causal=causal,
-                                 **fix_kwargs(params), config=config)
+                                 **fix_kwargs(params), config=config and config[:5],
+                                 persistent=persistent)
 
 
 # (BLOCK_N, STAGES, consumer registers, consumers, ping-pong) tried per head dim: the table's,
@@ -133,14 +138,15 @@ def timed_record(shape, fns, rounds, device) -> dict:
     return dict(shape=record.pop("shape"), triton_config=list(LAUNCHES["fwd"].last), **record)
 
 
-def shape_grid(seqlens, head_dims, masks=(False, True)) -> list[tuple]:
+def shape_grid(seqlens, head_dims, masks=(False, True), groups=(1, 8)) -> list[tuple]:
     """(batch, S, Hq, Hkv, D, causal, stabilize), 16384 tokens a batch, 16 query heads at D128
-    and 32 at D64: MHA and GQA 8:1, causal as ``masks`` lists, the fix on and off."""
+    and 32 at D64: ``groups`` query heads per KV head (MHA and GQA 8:1), causal as ``masks``
+    lists, the fix on and off."""
     shapes = []
     for s in seqlens:
         for d in head_dims:
             h = 16 if d == 128 else 32
-            for group in (1, 8):
+            for group in groups:
                 for causal in masks:
                     for stabilize in (True, False):
                         shapes.append((16384 // s, s, h, h // group, d, causal, stabilize))
@@ -151,11 +157,12 @@ def timing_shapes(seqlens, head_dims, wanted=None) -> list[tuple]:
     """``shape_grid``'s shapes to time: every MHA shape and GQA 8:1 without a mask with the fix,
     or those ``wanted`` names as ``D:causal:fix`` (MHA) or ``D:causal:fix:group`` (``group``
     query heads per KV head)."""
-    shapes = shape_grid(seqlens, head_dims)
     if not wanted:
-        return [sh for sh in shapes if sh[2] == sh[3] or (not sh[5] and sh[6])]
+        return [sh for sh in shape_grid(seqlens, head_dims)
+                if sh[2] == sh[3] or (not sh[5] and sh[6])]
     keys = {tuple(map(int, text.split(":"))) for text in wanted}
     keys = {key if len(key) == 4 else (*key, 1) for key in keys}
+    shapes = shape_grid(seqlens, head_dims, groups=sorted({key[3] for key in keys}))
     return [sh for sh in shapes if (sh[4], int(sh[5]), int(sh[6]), sh[2] // sh[3]) in keys]
 
 
@@ -170,8 +177,9 @@ def main() -> None:
                     help="timing shapes as D:causal:fix[:group], e.g. 128:1:1 or 64:1:1:8 "
                          "(default: every MHA shape, GQA 8:1 without a mask with the fix)")
     ap.add_argument("--configs", nargs="+", default=None,
-                    help="Gluon configs as D:BLOCK_N:STAGES:REGS:CONSUMERS:PINGPONG (default: "
-                         "CONFIGS)")
+                    help="Gluon configs as D:BLOCK_N:STAGES:REGS:CONSUMERS:PINGPONG, then "
+                         "optionally :PERSISTENT (1 or 0; without it PERSISTENT_BELOW decides; "
+                         "default: CONFIGS)")
     ap.add_argument("--seqlens", type=int, nargs="+", default=[4096],
                     help="timing lengths (16384 tokens per batch)")
     args = ap.parse_args()
