@@ -219,24 +219,22 @@ def _loader(Q, K, V, O, LSE, SINKS, QUEUE, stride_qb, stride_qs, stride_qh, stri
             num_columns, stack)
     CAUSAL: gl.constexpr = q_full.shape[0] - CONSUMERS >= 2
     total = num_tiles_m * num_columns
-    if PERSISTENT and CAUSAL:  # units from the counter, each handed to the consumers
+    if PERSISTENT:
         t = 0  # ring fills so far
         i = 0  # query tiles so far
         unit = gl.program_id(0)
         while unit < total:
             t += _load_tile(unit, t, i, QUEUE, *args)
             i += 1
-            unit = _next_unit(QUEUE)
-        for wg in gl.static_range(CONSUMERS):  # no unit left: the consumers stop
-            mbarrier.wait(q_empty.index(wg), (i & 1) ^ 1)
-            gl.store(_unit_slot(QUEUE, wg, CONSUMERS), total)
-            mbarrier.arrive(q_full.index(wg), count=1)
-    elif PERSISTENT:
-        t = 0
-        i = 0
-        for unit in range(gl.program_id(0), total, gl.num_programs(0)):
-            t += _load_tile(unit, t, i, QUEUE, *args)
-            i += 1
+            if CAUSAL:  # from the counter; _load_tile hands it to the consumers
+                unit = _next_unit(QUEUE)
+            else:
+                unit += gl.num_programs(0)
+        if CAUSAL:
+            for wg in gl.static_range(CONSUMERS):  # no unit left: the consumers stop
+                mbarrier.wait(q_empty.index(wg), (i & 1) ^ 1)
+                gl.store(_unit_slot(QUEUE, wg, CONSUMERS), total)
+                mbarrier.arrive(q_full.index(wg), count=1)
     else:
         _load_tile(gl.program_id(0), 0, 0, QUEUE, *args)
 
@@ -308,24 +306,30 @@ def _consume(WG: gl.constexpr, Q, K, V, O, LSE, SINKS, QUEUE, stride_qb, stride_
             min_gap, max_gap, has_sinks)
     CAUSAL: gl.constexpr = q_full.shape[0] - CONSUMERS >= 2
     # Every query tile takes its fills + 1 turns, so the i-th one's first turn is t + i.
-    if PERSISTENT and CAUSAL:  # the units the loader takes from the counter (_loader)
+    if PERSISTENT:
         t = 0  # ring fills so far
         i = 0  # query tiles so far
-        mbarrier.wait(q_full.index(WG), 0)
-        unit = gl.load(_unit_slot(QUEUE, WG, CONSUMERS), volatile=True)
+        unit = _handed_unit(gl.program_id(0), 0, QUEUE, q_full, WG, CONSUMERS, CAUSAL)
         while unit < num_tiles_m * num_columns:
             t += _consume_tile(WG, unit, t, t + i, i & 1, *args)
             i += 1
-            mbarrier.wait(q_full.index(WG), i & 1)
-            unit = gl.load(_unit_slot(QUEUE, WG, CONSUMERS), volatile=True)
-    elif PERSISTENT:
-        t = 0
-        i = 0
-        for unit in range(gl.program_id(0), num_tiles_m * num_columns, gl.num_programs(0)):
-            t += _consume_tile(WG, unit, t, t + i, i & 1, *args)
-            i += 1
+            unit = _handed_unit(unit + gl.num_programs(0), i, QUEUE, q_full, WG, CONSUMERS,
+                                CAUSAL)
     else:
         _consume_tile(WG, gl.program_id(0), 0, 0, 0, *args)
+
+
+@gluon.jit
+def _handed_unit(strided, i, QUEUE, q_full, WG: gl.constexpr, CONSUMERS: gl.constexpr,
+                 CAUSAL: gl.constexpr):
+    """A persistent consumer's ``i``-th unit: ``strided`` (the static order), or (causal) the
+    one the loader took from the counter, read once the loader has completed the consumer's
+    ``i``-th query phase (``_consume_tile`` then starts without waiting on it again)."""
+    if CAUSAL:
+        mbarrier.wait(q_full.index(WG), i & 1)
+        return gl.load(_unit_slot(QUEUE, WG, CONSUMERS), volatile=True)
+    else:
+        return strided
 
 
 @gluon.jit
@@ -345,6 +349,7 @@ def _consume_tile(WG: gl.constexpr, unit, t0, k0, q_phase, q_smem, k_smem, v_sme
     HEAD_DIM: gl.constexpr = k_smem.shape[2]
     STABILIZE: gl.constexpr = (q_full.shape[0] - CONSUMERS) % 2 == 1
     CAUSAL: gl.constexpr = q_full.shape[0] - CONSUMERS >= 2
+    PERSISTENT: gl.constexpr = q_empty.shape[0] > CONSUMERS
     dtype: gl.constexpr = q_smem.dtype
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16])
@@ -375,7 +380,8 @@ def _consume_tile(WG: gl.constexpr, unit, t0, k0, q_phase, q_smem, k_smem, v_sme
     n_mine = gl.maximum(gl.cdiv(hi, BLOCK_N), 1)
     n_full = gl.maximum(full_hi // BLOCK_N, 1)
 
-    mbarrier.wait(q_full.index(WG), q_phase)
+    if not (PERSISTENT and CAUSAL):  # else _handed_unit waited, to read the unit
+        mbarrier.wait(q_full.index(WG), q_phase)
     mbarrier.wait(k_full.index(t0 % STAGES), (t0 // STAGES) & 1)
     _take_turn(turns, WG, k0)
     s_tok = warpgroup_mma(q, k_smem.index(t0 % STAGES).permute((1, 0)), zero_s, use_acc=False,
