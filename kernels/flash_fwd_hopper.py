@@ -568,7 +568,9 @@ def _fwd_ws_kernel(
 # rows per consumer. Measured on an H100 (docs/kernel_notes.md, v19d, v22a, session 26). Three
 # consumers and the loader's warpgroup hold 65536 registers at 160 per consumer thread; at D64
 # they measured 5-16% faster than two without a causal mask (v22a), and ping-pong up to 7% faster
-# than none (session 26; at D128 -3.6% to +1.2%).
+# than none (session 26; at D128 -3.6% to +1.2%), except in causal tiles of stacked heads
+# (``stacked_heads``), where it is off: D64 GQA 8:1 with the fix, 3-10% slower with it
+# (session 53, one H200).
 HOPPER_CONFIGS = {64: (128, 2, 160, 3, True), 128: (128, 2, 240, 2, False)}
 # Least query rows (not causal, causal) per (head dim, fix on) from which this kernel measured
 # faster than the Triton forward: D128 from one full tile (v19d, H100); D64 (v22a, three
@@ -590,7 +592,7 @@ FASTER = {(128, True): (128, 128), (128, False): (128, 128), (64, True): (2048, 
 GROUPED = 8
 PERSISTENT_BELOW = {(64, False, False): 16384, (64, False, True): 16384,
                     (128, False, False): 16384, (128, False, True): 16384,
-                    (64, True, True): 8192, (128, True, False): 8192, (128, True, True): 8192}
+                    (64, True, True): 16384, (128, True, False): 8192, (128, True, True): 8192}
 ENABLED = os.environ.get("HF_STABLE_ATTN_GLUON", "1") != "0"
 
 
@@ -671,8 +673,9 @@ def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, ti
     (the caller makes q's current and checked ``covers``). The shift rule's constants in
     natural-log units; ``sinks`` None or (Hq,) contiguous, folded in as ``flash_fwd``'s (a
     run-time switch here: the partitions see no compile-time arguments); ``config`` (BLOCK_N,
-    STAGES, consumer registers, consumers, ping-pong) overrides the table, ``persistent`` (one
-    program per SM) ``PERSISTENT_BELOW``. Returns ``(out, lse)``: out like q, lse fp32
+    STAGES, consumer registers, consumers, ping-pong) overrides the table (whose ping-pong is off
+    where ``stacked_heads`` stacks a KV group's heads), ``persistent`` (one program per SM)
+    ``PERSISTENT_BELOW``. Returns ``(out, lse)``: out like q, lse fp32
     (B, Hq, Sq), +inf on rows that see no key."""
     batch, sq, hq, head_dim = q.shape
     sk, hk = k.shape[1], k.shape[2]
@@ -680,6 +683,8 @@ def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, ti
     if persistent is None:
         persistent = persistent_launch(head_dim, causal, sq, hq // hk)
     stack = stacked_heads(q, causal, hq // hk, consumers, block_n)
+    if config is None and stack > 1:  # a tile's parts see the same key tiles: no ping-pong
+        pingpong = False
     programs, tiles, columns = launch_shape(batch, sq, hq, persistent, consumers, q.device,
                                             stack)
     out = torch.empty_like(q)
