@@ -568,9 +568,10 @@ def _fwd_ws_kernel(
 # rows per consumer. Measured on an H100 (docs/kernel_notes.md, v19d, v22a, session 26). Three
 # consumers and the loader's warpgroup hold 65536 registers at 160 per consumer thread; at D64
 # they measured 5-16% faster than two without a causal mask (v22a), and ping-pong up to 7% faster
-# than none (session 26; at D128 -3.6% to +1.2%), except in causal tiles of stacked heads
-# (``stacked_heads``), where it is off: D64 GQA 8:1 with the fix, 3-10% slower with it
-# (session 53, one H200).
+# than none (session 26; at D128 -3.6% to +1.2%). With the fix it is off in causal tiles of
+# stacked heads (``stacked_heads``): their parts see the same key tiles. Session 53 (one H200,
+# persistent D64 causal GQA): off, 2.7-2.9% faster at S 4096 8:1 (two runs), 3.9% at 4096 4:1,
+# 1.0-2.6% at 8192; without the fix off was 0.5-1.8% slower (so it stays on there).
 HOPPER_CONFIGS = {64: (128, 2, 160, 3, True), 128: (128, 2, 240, 2, False)}
 # Least query rows (not causal, causal) per (head dim, fix on) from which this kernel measured
 # faster than the Triton forward: D128 from one full tile (v19d, H100); D64 (v22a, three
@@ -588,8 +589,11 @@ FASTER = {(128, True): (128, 128), (128, False): (128, 128), (64, True): (2048, 
 # the static persistent launch it replaced): D128 +3.9% / +4.0% (MHA / GQA 8:1) at S 2048,
 # +2.4% / +1.6% at 4096, -0.9% / -0.8% at 8192; D64 GQA 8:1 +5.9% at 4096 (+10% at 2048, which
 # the Triton forward takes), +0.8% at 8192; D64 MHA -2% to -4% (its three consumers see
-# different numbers of key tiles).
-GROUPED = 8
+# different numbers of key tiles). Session 53 (one H200): D64 causal with 4 or 8 query heads per
+# KV head (ping-pong off with the fix) against one program per tile (ping-pong on), fix on / off,
+# 4:1 +3.9% / +1.3% at S 4096, +1.0% / +0.3% at 8192; 8:1 +4.1% / +1.4% at 8192. D128 causal
+# 4:1 (not a route change): +5.0% at S 2048, +2.0% at 4096, -0.8% at 8192 with the fix.
+GROUPED = 4
 PERSISTENT_BELOW = {(64, False, False): 16384, (64, False, True): 16384,
                     (128, False, False): 16384, (128, False, True): 16384,
                     (64, True, True): 16384, (128, True, False): 8192, (128, True, True): 8192}
@@ -674,8 +678,8 @@ def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, ti
     natural-log units; ``sinks`` None or (Hq,) contiguous, folded in as ``flash_fwd``'s (a
     run-time switch here: the partitions see no compile-time arguments); ``config`` (BLOCK_N,
     STAGES, consumer registers, consumers, ping-pong) overrides the table (whose ping-pong is off
-    where ``stacked_heads`` stacks a KV group's heads), ``persistent`` (one program per SM)
-    ``PERSISTENT_BELOW``. Returns ``(out, lse)``: out like q, lse fp32
+    with the fix where ``stacked_heads`` stacks a KV group's heads), ``persistent`` (one program
+    per SM) ``PERSISTENT_BELOW``. Returns ``(out, lse)``: out like q, lse fp32
     (B, Hq, Sq), +inf on rows that see no key."""
     batch, sq, hq, head_dim = q.shape
     sk, hk = k.shape[1], k.shape[2]
@@ -683,7 +687,7 @@ def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, ti
     if persistent is None:
         persistent = persistent_launch(head_dim, causal, sq, hq // hk)
     stack = stacked_heads(q, causal, hq // hk, consumers, block_n)
-    if config is None and stack > 1:  # a tile's parts see the same key tiles: no ping-pong
+    if config is None and stack > 1 and stabilize:  # see HOPPER_CONFIGS
         pingpong = False
     programs, tiles, columns = launch_shape(batch, sq, hq, persistent, consumers, q.device,
                                             stack)

@@ -101,10 +101,11 @@ def test_a_kv_groups_heads_are_stacked_where_a_causal_tile_spans_part_of_a_key_t
 
 @pytest.mark.parametrize("head_dim, causal, heads_per_kv, below", [
     (64, False, 1, 16384), (128, False, 8, 16384), (128, True, 8, 8192), (128, True, 4, 8192),
-    (128, True, 1, 8192), (64, True, 8, 16384), (64, True, 4, 0), (64, True, 1, 0)])
+    (128, True, 1, 8192), (64, True, 8, 16384), (64, True, 4, 16384), (64, True, 2, 0),
+    (64, True, 1, 0)])
 def test_persistent_launches_where_measured_faster(head_dim, causal, heads_per_kv, below):
     """Without a causal mask below 16384 rows; with one below 8192 at D128, and below 16384 at
-    D64 where 8 query heads share a KV head; never for D64 causal MHA."""
+    D64 where 4 or more query heads share a KV head; never for D64 causal MHA."""
     for rows in [r for r in (2048, 4096, below - 1, below, 2 * below) if r > 0]:
         expected = 0 < rows < below
         assert flash_fwd_hopper.persistent_launch(head_dim, causal, rows, heads_per_kv) == expected
@@ -134,21 +135,23 @@ def test_a_persistent_causal_launch_gets_a_zeroed_counter(monkeypatch, head_dim,
         assert queue.dtype == torch.float32  # the lse, unread
 
 
-@pytest.mark.parametrize("head_dim, heads_kv, causal, config, pingpong", [
-    (64, 2, True, None, False), (64, 4, True, None, False), (64, 16, True, None, True),
-    (64, 2, False, None, True), (128, 2, True, None, False),
-    (64, 2, True, (128, 2, 160, 3, True), True)])
-def test_stacked_heads_launch_without_ping_pong(monkeypatch, head_dim, heads_kv, causal, config,
-                                               pingpong):
-    """The table's ping-pong is off where a KV group's heads are stacked (D64 causal GQA);
-    MHA, calls without a mask and an explicit ``config`` keep theirs (D128's table has none)."""
+@pytest.mark.parametrize("head_dim, heads_kv, causal, stabilize, config, pingpong", [
+    (64, 2, True, True, None, False), (64, 4, True, True, None, False),
+    (64, 2, True, False, None, True), (64, 16, True, True, None, True),
+    (64, 2, False, True, None, True), (128, 2, True, True, None, False),
+    (64, 2, True, True, (128, 2, 160, 3, True), True)])
+def test_stacked_heads_launch_without_ping_pong_with_the_fix(
+        monkeypatch, head_dim, heads_kv, causal, stabilize, config, pingpong):
+    """The table's ping-pong is off with the fix where a KV group's heads are stacked (D64
+    causal GQA); without the fix, for MHA, without a mask and with an explicit ``config`` the
+    launch keeps it (D128's table has none)."""
     kernel = KernelStandIn()
     monkeypatch.setattr(flash_fwd_hopper, "_fwd_ws_kernel", kernel)
     monkeypatch.setattr(flash_fwd_hopper, "sm_count", lambda device: 4)
     q = torch.zeros(1, 4096, 16, head_dim, dtype=torch.bfloat16)
     k = torch.zeros(1, 4096, heads_kv, head_dim, dtype=torch.bfloat16)
     flash_fwd_hopper.flash_attn_fwd_hopper(q, k, k, softmax_scale=1.0, causal=causal,
-                                           stabilize=True, beta=2.0, tie_window=0.0,
+                                           stabilize=stabilize, beta=2.0, tie_window=0.0,
                                            min_gap=0.0, max_gap=1.0, config=config)
     assert kernel.kwargs["PINGPONG"] is pingpong
     stacked = kernel.args[27] > 1  # the launch's ``stack``
