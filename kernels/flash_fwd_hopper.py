@@ -570,8 +570,8 @@ def _fwd_ws_kernel(
 # they measured 5-16% faster than two without a causal mask (v22a), and ping-pong up to 7% faster
 # than none (session 26; at D128 -3.6% to +1.2%). With the fix it is off in causal tiles of
 # stacked heads (``stacked_heads``): their parts see the same key tiles. Session 53 (one H200,
-# persistent D64 causal GQA): off, 2.7-2.9% faster at S 4096 8:1 (two runs), 3.9% at 4096 4:1,
-# 1.0-2.6% at 8192; without the fix off was 0.5-1.8% slower (so it stays on there).
+# persistent D64 causal GQA): off, 2.7-2.9% faster at S 4096 8:1 (two runs), 1.8% at 4096 4:1,
+# 1.1-2.6% at 8192; without the fix off was 0.5-3.1% slower (so it stays on there).
 HOPPER_CONFIGS = {64: (128, 2, 160, 3, True), 128: (128, 2, 240, 2, False)}
 # Least query rows (not causal, causal) per (head dim, fix on) from which this kernel measured
 # faster than the Triton forward: D128 from one full tile (v19d, H100); D64 (v22a, three
