@@ -10,9 +10,9 @@ import torch
 from hf_stable_attn.kernels import flash_bwd_hopper, flash_fwd_hopper
 from kernel_stand_in import KernelStandIn
 
-COVERED = dict(stabilize=True, varlen=False, causal=True, window_left=-1, window_right=0, has_softcap=False,
-               dropout_p=0.0, key_padding_mask=None, shift_single=False, return_shift=False,
-               tma_ok=True)
+COVERED = dict(stabilize=True, varlen=False, causal=True, window_left=-1, window_right=0,
+               has_softcap=False, dropout_p=0.0, key_padding_mask=None, shift_single=False,
+               return_shift=False, tma_ok=True)
 
 
 @pytest.fixture
