@@ -13,7 +13,8 @@ another's matrix products, which a single partition (v19a) cannot; a third consu
 scheduler one more warp to issue from while the others wait (the D64 softmax is long against
 its matrix products). At D64 the consumers also take turns issuing their products
 (``_take_turn``, FlashAttention-3's ping-pong), which measured up to 7% faster there and up to
-3.6% slower at D128 (docs/kernel_notes.md, session 26). A launch has one program per query
+3.6% slower at D128 (docs/kernel_notes.md, session 26), except with the fix in stacked tiles
+(below; session 53). A launch has one program per query
 tile or (``PERSISTENT_BELOW``) one per SM looping over tiles, the loader filling the next tile's
 ring while the consumers finish one (session 33); a persistent causal launch's programs take
 their next tile from an atomic counter, heaviest first (FlashAttention-3's scheduler, v52a). A
