@@ -111,20 +111,28 @@ def test_persistent_launches_where_measured_faster(head_dim, causal, heads_per_k
         assert flash_fwd_hopper.persistent_launch(head_dim, causal, rows, heads_per_kv) == expected
 
 
+def _forward_launch(monkeypatch, head_dim, heads_kv, seqlen, causal=True, stabilize=True,
+                    config=None) -> KernelStandIn:
+    """The Gluon forward's launch (grid, arguments, compile-time switches) for 16 query heads on
+    ``heads_kv`` KV heads, on a stand-in kernel and a 4-SM GPU."""
+    kernel = KernelStandIn()
+    monkeypatch.setattr(flash_fwd_hopper, "_fwd_ws_kernel", kernel)
+    monkeypatch.setattr(flash_fwd_hopper, "sm_count", lambda device: 4)
+    q = torch.zeros(1, seqlen, 16, head_dim, dtype=torch.bfloat16)
+    k = torch.zeros(1, seqlen, heads_kv, head_dim, dtype=torch.bfloat16)
+    flash_fwd_hopper.flash_attn_fwd_hopper(q, k, k, softmax_scale=1.0, causal=causal,
+                                           stabilize=stabilize, beta=2.0, tie_window=0.0,
+                                           min_gap=0.0, max_gap=1.0, config=config)
+    return kernel
+
+
 @pytest.mark.parametrize("head_dim, heads_kv, seqlen, persistent", [
     (128, 16, 2048, True), (64, 2, 4096, True), (64, 16, 4096, False), (128, 16, 8192, False)])
 def test_a_persistent_causal_launch_gets_a_zeroed_counter(monkeypatch, head_dim, heads_kv,
                                                           seqlen, persistent):
     """Its programs take their tiles from ``QUEUE[0]`` and hand them to their consumers through
     one slot each after it; other launches pass a placeholder."""
-    kernel = KernelStandIn()
-    monkeypatch.setattr(flash_fwd_hopper, "_fwd_ws_kernel", kernel)
-    monkeypatch.setattr(flash_fwd_hopper, "sm_count", lambda device: 4)
-    q = torch.zeros(1, seqlen, 16, head_dim, dtype=torch.bfloat16)
-    k = torch.zeros(1, seqlen, heads_kv, head_dim, dtype=torch.bfloat16)
-    flash_fwd_hopper.flash_attn_fwd_hopper(q, k, k, softmax_scale=1.0, causal=True,
-                                           stabilize=True, beta=2.0, tie_window=0.0,
-                                           min_gap=0.0, max_gap=1.0)
+    kernel = _forward_launch(monkeypatch, head_dim, heads_kv, seqlen)
     queue = kernel.args[6]
     consumers = flash_fwd_hopper.HOPPER_CONFIGS[head_dim][3]
     assert (kernel.grid == (4,)) == persistent
@@ -145,14 +153,8 @@ def test_stacked_heads_launch_without_ping_pong_with_the_fix(
     """The table's ping-pong is off with the fix where a KV group's heads are stacked (D64
     causal GQA); without the fix, for MHA, without a mask and with an explicit ``config`` the
     launch keeps it (D128's table has none)."""
-    kernel = KernelStandIn()
-    monkeypatch.setattr(flash_fwd_hopper, "_fwd_ws_kernel", kernel)
-    monkeypatch.setattr(flash_fwd_hopper, "sm_count", lambda device: 4)
-    q = torch.zeros(1, 4096, 16, head_dim, dtype=torch.bfloat16)
-    k = torch.zeros(1, 4096, heads_kv, head_dim, dtype=torch.bfloat16)
-    flash_fwd_hopper.flash_attn_fwd_hopper(q, k, k, softmax_scale=1.0, causal=causal,
-                                           stabilize=stabilize, beta=2.0, tie_window=0.0,
-                                           min_gap=0.0, max_gap=1.0, config=config)
+    kernel = _forward_launch(monkeypatch, head_dim, heads_kv, 4096, causal=causal,
+                             stabilize=stabilize, config=config)
     assert kernel.kwargs["PINGPONG"] is pingpong
     stacked = kernel.args[27] > 1  # the launch's ``stack``
     assert stacked == (head_dim == 64 and causal and heads_kv < 16)
