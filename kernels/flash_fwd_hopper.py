@@ -2,25 +2,25 @@
 specialization, for the calls it covers; ``flash_fwd.flash_attn_fwd`` sends every other call to
 the Triton kernel (docs/kernel_notes.md, v19d).
 
-Per query tile of 64 rows per consumer, a 1-warp loader issues the TMA copies (Q's parts, then
-K and V tile by tile into a ring of ``STAGES`` slots), and ``CONSUMERS`` 4-warp consumers (two;
-three at head dim 64, as FlashAttention-3's 192-row tiles there) each own 64 rows. A
-consumer's step issues tile j's ``Q K^T`` and tile j-1's ``P V`` as asynchronous wgmma, waits
-for the scores, runs tile j's softmax (the tie count and shift of ``flash_fwd._fwd_tiles``, the
-same arithmetic) while ``P V`` runs, then releases the slots to the loader through "empty"
-mbarriers (one arrival per consumer). The warp schedulers run one consumer's softmax during
-another's matrix products, which a single partition (v19a) cannot; a third consumer gives each
-scheduler one more warp to issue from while the others wait (the D64 softmax is long against
-its matrix products). At D64 the consumers also take turns issuing their products
-(``_take_turn``, FlashAttention-3's ping-pong), which measured up to 7% faster there and up to
-3.6% slower at D128 (docs/kernel_notes.md, session 26), except with the fix in stacked tiles
-(below; session 53). A launch has one program per query tile or (``PERSISTENT_BELOW``) one per
-SM looping over tiles, the loader filling the next tile's ring while the consumers finish one
-(session 33); a persistent causal launch's programs take their next tile from an atomic
-counter, heaviest first (FlashAttention-3's scheduler, v52a). A tile's 64-row parts are one head's consecutive rows, or (``stacked_heads``: D64, causal, GQA)
-the same row block (or two adjacent ones) of the KV group's query heads, which share K/V and
-see (nearly) the same key tiles, so no consumer waits long at a causal tile's end for another
-that sees more keys (v41a).
+Per query tile of 64 rows per consumer, a 1-warp loader issues the TMA copies (Q's parts, then K
+and V tile by tile into a ring of ``STAGES`` slots), and ``CONSUMERS`` 4-warp consumers (two;
+three at head dim 64, as FlashAttention-3's 192-row tiles there) each own 64 rows. A consumer's
+step issues tile j's ``Q K^T`` and tile j-1's ``P V`` as asynchronous wgmma, waits for the
+scores, runs tile j's softmax (the tie count and shift of ``flash_fwd._fwd_tiles``, the same
+arithmetic) while ``P V`` runs, then releases the slots to the loader through "empty" mbarriers
+(one arrival per consumer). The warp schedulers run one consumer's softmax during another's
+matrix products, which a single partition (v19a) cannot; a third consumer gives each scheduler
+one more warp to issue from while the others wait (the D64 softmax is long against its matrix
+products). At D64 the consumers also take turns issuing their products (``_take_turn``,
+FlashAttention-3's ping-pong), which measured up to 7% faster there and up to 3.6% slower at
+D128 (docs/kernel_notes.md, session 26), except with the fix in stacked tiles (below; session
+53). A launch has one program per query tile or (``PERSISTENT_BELOW``) one per SM looping over
+tiles, the loader filling the next tile's ring while the consumers finish one (session 33); a
+persistent causal launch's programs take their next tile from an atomic counter, heaviest first
+(FlashAttention-3's scheduler, v52a). A tile's 64-row parts are one head's consecutive rows, or
+(``stacked_heads``: D64, causal, GQA) the same row block (or two adjacent ones) of the KV
+group's query heads, which share K/V and see (nearly) the same key tiles, so no consumer waits
+long at a causal tile's end for another that sees more keys (v41a).
 
 Covers: dense ``(B, S, H, D)`` bf16/fp16, head dim 64 or 128, causal (bottom-right aligned) or
 not, GQA, the fix on or off, attention sinks (folded in the epilogue), where
