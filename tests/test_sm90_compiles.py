@@ -3,7 +3,7 @@ Triton, on the CPU: the three Triton kernels at each tile config of their head-d
 256 tables (what the tuner picks from on an H100 or H200; 256 is Gemma's), and the Gluon kernels
 at every config their tables ship (``flash_fwd_hopper.HOPPER_CONFIGS``,
 ``flash_bwd_hopper.HOPPER_CONFIGS`` and ``DQ_CONFIGS``), causal or not, the Gluon forward with
-the fix on and off.
+the fix on and off (and without ping-pong, as its stacked D64 causal GQA launches run).
 
 Only a GPU run calls these kernels, and the GPU machine's Triton (3.6) is older than the one a
 fresh install gets (3.9 here), whose Gluon, an experimental dialect, removed the TMA load the
@@ -60,6 +60,19 @@ def test_the_gluon_forward_compiles(head_dim, stabilize, causal, persistent):
     assert compiled.metadata.num_warps == 4 * (consumers + 1)  # the consumers and the loader's
     # Persistent causal launches take their tiles from a counter (``_next_unit``), only they.
     assert ("atom.global.add.u32" in compiled.asm["ptx"]) == (persistent and causal)
+
+
+@pytest.mark.parametrize("persistent", [False, True], ids=["per-tile", "persistent"])
+def test_the_gluon_forward_compiles_without_ping_pong_for_stacked_heads(persistent):
+    """The launch ``flash_attn_fwd_hopper`` makes for D64 causal GQA with the fix: the table's
+    config with ping-pong off."""
+    block_n, stages, regs, consumers, pingpong = flash_fwd_hopper.HOPPER_CONFIGS[64]
+    assert pingpong  # else the table's own build above covers this one
+    compiled = compile_for(flash_fwd_hopper._fwd_ws_kernel, dict(
+        CAUSAL=True, STABILIZE=True, HEAD_DIM=64, BLOCK_N=block_n, STAGES=stages,
+        CONSUMER_REGS=regs, CONSUMERS=consumers, PINGPONG=False, PERSISTENT=persistent,
+        num_warps=4))
+    assert compiled.metadata.num_warps == 4 * (consumers + 1)
 
 
 @pytest.mark.parametrize("split", [False, True], ids=["bf16-dkdv", "fp32-partials"])
