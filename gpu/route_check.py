@@ -57,18 +57,18 @@ def forward_variants(q, k, v, kw, fix):
     d = q.shape[-1]
     m = flash_fwd_hopper
     table = m.HOPPER_CONFIGS[d]
-    group = q.shape[2] // k.shape[2]
-    key = (d, bool(kw["causal"]), group >= m.GROUPED)
+    keys = [(d, bool(kw["causal"]), stacked) for stacked in (False, True)]
 
     def run(config, gluon, persistent=False):
         """With ``gluon`` the Gluon kernel at ``config`` from one full tile (whatever ``FASTER``'s
         length rule says), persistent or not (whatever ``PERSISTENT_BELOW`` says), else the
         Triton kernel."""
         rest = {kk: rows for kk, rows in m.FASTER.items() if kk != (d, True)}
-        below = {kk: rows for kk, rows in m.PERSISTENT_BELOW.items() if kk != key}
+        below = {kk: rows for kk, rows in m.PERSISTENT_BELOW.items() if kk not in keys}
         with patched(m, HOPPER_CONFIGS={**m.HOPPER_CONFIGS, d: config},
                      FASTER={**rest, (d, True): (128, 128)} if gluon else rest,
-                     PERSISTENT_BELOW={**below, key: 1 << 30} if persistent else below):
+                     PERSISTENT_BELOW={**below, **dict.fromkeys(keys, 1 << 30)} if persistent
+                     else below):
             return flash_attn_fwd(q, k, v, **kw, **fix)
     configs = [table, (64, *table[1:]), (table[0], table[1], 232, 2, table[4])]
     variants = {f"gluon {c}{' persistent' if p else ''}": (lambda c=c, p=p: run(c, True, p))

@@ -580,7 +580,7 @@ HOPPER_CONFIGS = {64: (128, 2, 160, 3, True), 128: (128, 2, 240, 2, False)}
 # 305; at 2048 it runs 7-9% slower; without the fix v22b measured 7% faster at 4096).
 FASTER = {(128, True): (128, 128), (128, False): (128, 128), (64, True): (2048, 4096),
           (64, False): (2048, 4096)}
-# Query rows per (head dim, causal, grouped: at least GROUPED query heads per KV head) below
+# Query rows per (head dim, causal, stacked: ``stacked_heads`` stacks a KV group's heads) below
 # which a launch is persistent (``launch_shape``). Measured on H200s against one program per
 # tile (docs/kernel_notes.md, session 33): without a causal mask 4-10% faster at S 2048 (D64 and
 # D128, MHA and GQA 8:1); session 48 (two runs, with the fix): 0-3.6% faster at 4096 and 1-3%
@@ -589,14 +589,13 @@ FASTER = {(128, True): (128, 128), (128, False): (128, 128), (64, True): (2048, 
 # the static persistent launch it replaced): D128 +3.9% / +4.0% (MHA / GQA 8:1) at S 2048,
 # +2.4% / +1.6% at 4096, -0.9% / -0.8% at 8192; D64 GQA 8:1 +5.9% at 4096 (+10% at 2048, which
 # the Triton forward takes), +0.8% at 8192; D64 MHA -2% to -4% (its three consumers see
-# different numbers of key tiles). Session 53 (one H200): D64 causal with 4 or 8 query heads per
-# KV head (ping-pong off with the fix) against one program per tile (ping-pong on), fix on / off,
-# 4:1 +3.9% / +1.3% at S 4096, +1.0% / +0.3% at 8192; 8:1 +4.1% / +1.4% at 8192. D128 causal
-# 4:1 (not a route change): +5.0% at S 2048, +2.0% at 4096, -0.8% at 8192 with the fix.
-GROUPED = 4
-PERSISTENT_BELOW = {(64, False, False): 16384, (64, False, True): 16384,
-                    (128, False, False): 16384, (128, False, True): 16384,
-                    (64, True, True): 16384, (128, True, False): 8192, (128, True, True): 8192}
+# different numbers of key tiles). Session 53 (one H200): D64 causal stacked tiles with 4 or 8
+# query heads per KV head (ping-pong off with the fix) against one program per tile (ping-pong
+# on), fix on / off, 4:1 +3.9% / +1.3% at S 4096, +1.0% / +0.3% at 8192; 8:1 +4.1% / +1.4% at
+# 8192 (2:1 not measured; unstacked GQA tiles are MHA's). D128 causal 4:1 (as MHA and 8:1):
+# +5.0% at S 2048, +2.0% at 4096, -0.8% at 8192 with the fix.
+PERSISTENT_BELOW = {(64, False, False): 16384, (128, False, False): 16384,
+                    (64, True, True): 16384, (128, True, False): 8192}
 ENABLED = os.environ.get("HF_STABLE_ATTN_GLUON", "1") != "0"
 
 
@@ -665,10 +664,10 @@ def stacked_heads(q, causal, heads_per_kv, consumers, block_n) -> int:
     return 1
 
 
-def persistent_launch(head_dim, causal, rows, heads_per_kv) -> bool:
-    """Whether a call with ``rows`` query rows launches persistent (``PERSISTENT_BELOW``)."""
-    key = (head_dim, bool(causal), heads_per_kv >= GROUPED)
-    return rows < PERSISTENT_BELOW.get(key, 0)
+def persistent_launch(head_dim, causal, rows, stacked) -> bool:
+    """Whether a call with ``rows`` query rows launches persistent (``PERSISTENT_BELOW``);
+    ``stacked``: its tiles stack a KV group's heads (``stacked_heads``)."""
+    return rows < PERSISTENT_BELOW.get((head_dim, bool(causal), bool(stacked)), 0)
 
 
 def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, tie_window,
@@ -684,9 +683,9 @@ def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, ti
     batch, sq, hq, head_dim = q.shape
     sk, hk = k.shape[1], k.shape[2]
     block_n, stages, regs, consumers, pingpong = config or HOPPER_CONFIGS[head_dim]
-    if persistent is None:
-        persistent = persistent_launch(head_dim, causal, sq, hq // hk)
     stack = stacked_heads(q, causal, hq // hk, consumers, block_n)
+    if persistent is None:
+        persistent = persistent_launch(head_dim, causal, sq, stack > 1)
     if config is None and stack > 1 and stabilize:  # see HOPPER_CONFIGS
         pingpong = False
     programs, tiles, columns = launch_shape(batch, sq, hq, persistent, consumers, q.device,

@@ -99,26 +99,28 @@ def test_a_kv_groups_heads_are_stacked_where_a_causal_tile_spans_part_of_a_key_t
     assert flash_fwd_hopper.stacked_heads(q, causal, 8 // heads_kv, consumers, 128) == stack
 
 
-@pytest.mark.parametrize("head_dim, causal, heads_per_kv, below", [
-    (64, False, 1, 16384), (128, False, 8, 16384), (128, True, 8, 8192), (128, True, 4, 8192),
-    (128, True, 1, 8192), (64, True, 8, 16384), (64, True, 4, 16384), (64, True, 2, 0),
-    (64, True, 1, 0)])
-def test_persistent_launches_where_measured_faster(head_dim, causal, heads_per_kv, below):
+@pytest.mark.parametrize("head_dim, causal, stacked, below", [
+    (64, False, False, 16384), (128, False, False, 16384), (128, True, False, 8192),
+    (64, True, True, 16384), (64, True, False, 0)])
+def test_persistent_launches_where_measured_faster(head_dim, causal, stacked, below):
     """Without a causal mask below 16384 rows; with one below 8192 at D128, and below 16384 at
-    D64 where 4 or more query heads share a KV head; never for D64 causal MHA."""
+    D64 where a tile stacks a KV group's heads; never for other D64 causal tiles (MHA's)."""
     for rows in [r for r in (2048, 4096, below - 1, below, 2 * below) if r > 0]:
         expected = 0 < rows < below
-        assert flash_fwd_hopper.persistent_launch(head_dim, causal, rows, heads_per_kv) == expected
+        assert flash_fwd_hopper.persistent_launch(head_dim, causal, rows, stacked) == expected
 
 
 def _forward_launch(monkeypatch, head_dim, heads_kv, seqlen, causal=True, stabilize=True,
-                    config=None) -> KernelStandIn:
+                    config=None, heads_adjacent=True) -> KernelStandIn:
     """The Gluon forward's launch (grid, arguments, compile-time switches) for 16 query heads on
-    ``heads_kv`` KV heads, on a stand-in kernel and a 4-SM GPU."""
+    ``heads_kv`` KV heads, on a stand-in kernel and a 4-SM GPU; q's heads adjacent in memory
+    (B, S, H, D) or not (a (B, H, S, D) tensor's transpose)."""
     kernel = KernelStandIn()
     monkeypatch.setattr(flash_fwd_hopper, "_fwd_ws_kernel", kernel)
     monkeypatch.setattr(flash_fwd_hopper, "sm_count", lambda device: 4)
     q = torch.zeros(1, seqlen, 16, head_dim, dtype=torch.bfloat16)
+    if not heads_adjacent:
+        q = torch.zeros(1, 16, seqlen, head_dim, dtype=torch.bfloat16).transpose(1, 2)
     k = torch.zeros(1, seqlen, heads_kv, head_dim, dtype=torch.bfloat16)
     flash_fwd_hopper.flash_attn_fwd_hopper(q, k, k, softmax_scale=1.0, causal=causal,
                                            stabilize=stabilize, beta=2.0, tie_window=0.0,
@@ -126,13 +128,15 @@ def _forward_launch(monkeypatch, head_dim, heads_kv, seqlen, causal=True, stabil
     return kernel
 
 
-@pytest.mark.parametrize("head_dim, heads_kv, seqlen, persistent", [
-    (128, 16, 2048, True), (64, 2, 4096, True), (64, 16, 4096, False), (128, 16, 8192, False)])
+@pytest.mark.parametrize("head_dim, heads_kv, seqlen, adjacent, persistent", [
+    (128, 16, 2048, True, True), (64, 2, 4096, True, True), (64, 8, 8192, True, True),
+    (64, 2, 4096, False, False), (64, 16, 4096, True, False), (128, 16, 8192, True, False)])
 def test_a_persistent_causal_launch_gets_a_zeroed_counter(monkeypatch, head_dim, heads_kv,
-                                                          seqlen, persistent):
+                                                          seqlen, adjacent, persistent):
     """Its programs take their tiles from ``QUEUE[0]`` and hand them to their consumers through
-    one slot each after it; other launches pass a placeholder."""
-    kernel = _forward_launch(monkeypatch, head_dim, heads_kv, seqlen)
+    one slot each after it; other launches pass a placeholder. (At D64 only tiles that stack a
+    KV group's heads, which needs the heads adjacent in memory, launch persistent.)"""
+    kernel = _forward_launch(monkeypatch, head_dim, heads_kv, seqlen, heads_adjacent=adjacent)
     queue = kernel.args[6]
     consumers = flash_fwd_hopper.HOPPER_CONFIGS[head_dim][3]
     assert (kernel.grid == (4,)) == persistent
