@@ -115,7 +115,7 @@ def _forward_launch(monkeypatch, head_dim, heads_kv, seqlen, causal=True, stabil
     """The Gluon forward's launch (grid, arguments, compile-time switches) for 16 query heads on
     ``heads_kv`` KV heads, on a stand-in kernel and a 4-SM GPU; q's heads adjacent in memory
     (B, S, H, D) or not (a (B, H, S, D) tensor's transpose)."""
-    kernel = KernelStandIn()
+    kernel = KernelStandIn(flash_fwd_hopper._fwd_ws_kernel.arg_names)
     monkeypatch.setattr(flash_fwd_hopper, "_fwd_ws_kernel", kernel)
     monkeypatch.setattr(flash_fwd_hopper, "sm_count", lambda device: 4)
     q = torch.zeros(1, seqlen, 16, head_dim, dtype=torch.bfloat16)
@@ -137,7 +137,7 @@ def test_a_persistent_causal_launch_gets_a_zeroed_counter(monkeypatch, head_dim,
     one slot each after it; other launches pass a placeholder. (At D64 only tiles that stack a
     KV group's heads, which needs the heads adjacent in memory, launch persistent.)"""
     kernel = _forward_launch(monkeypatch, head_dim, heads_kv, seqlen, heads_adjacent=adjacent)
-    queue = kernel.args[6]
+    queue = kernel.arg("QUEUE")
     consumers = flash_fwd_hopper.HOPPER_CONFIGS[head_dim][3]
     assert (kernel.grid == (4,)) == persistent
     if persistent:
@@ -160,7 +160,7 @@ def test_stacked_heads_launch_without_ping_pong_with_the_fix(
     kernel = _forward_launch(monkeypatch, head_dim, heads_kv, 4096, causal=causal,
                              stabilize=stabilize, config=config)
     assert kernel.kwargs["PINGPONG"] is pingpong
-    stacked = kernel.args[27] > 1  # the launch's ``stack``
+    stacked = kernel.arg("stack") > 1
     assert stacked == (head_dim == 64 and causal and heads_kv < 16)
 
 
