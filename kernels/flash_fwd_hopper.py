@@ -13,8 +13,8 @@ matrix products, which a single partition (v19a) cannot; a third consumer gives 
 one more warp to issue from while the others wait (the D64 softmax is long against its matrix
 products). At D64 the consumers also take turns issuing their products (``_take_turn``,
 FlashAttention-3's ping-pong), which measured up to 7% faster there and up to 3.6% slower at
-D128 (docs/kernel_notes.md, session 26), except with the fix in stacked tiles (below; session
-53). A launch has one program per query tile or (``PERSISTENT_BELOW``) one per SM looping over
+D128 (docs/kernel_notes.md, session 26), except with the fix in tiles that stack 3 or more
+heads (below; sessions 53-54). A launch has one program per query tile or (``PERSISTENT_BELOW``) one per SM looping over
 tiles, the loader filling the next tile's ring while the consumers finish one (session 33); a
 persistent causal launch's programs take their next tile from an atomic counter, heaviest first
 (FlashAttention-3's scheduler, v52a). A tile's 64-row parts are one head's consecutive rows, or
@@ -568,10 +568,12 @@ def _fwd_ws_kernel(
 # rows per consumer. Measured on an H100 (docs/kernel_notes.md, v19d, v22a, session 26). Three
 # consumers and the loader's warpgroup hold 65536 registers at 160 per consumer thread; at D64
 # they measured 5-16% faster than two without a causal mask (v22a), and ping-pong up to 7% faster
-# than none (session 26; at D128 -3.6% to +1.2%). With the fix it is off in causal tiles of
-# stacked heads (``stacked_heads``): their parts see the same key tiles. Session 53 (one H200,
-# persistent D64 causal GQA): off, 2.7-2.9% faster at S 4096 8:1 (two runs), 1.8% at 4096 4:1,
-# 1.1-2.6% at 8192; without the fix off was 0.5-3.1% slower (so it stays on there).
+# than none (session 26; at D128 -3.6% to +1.2%). With the fix it is off in causal tiles that
+# stack 3 or more heads (``stacked_heads``): their parts (nearly all) see the same key tiles.
+# Session 53 (one H200, persistent D64 causal GQA): off, 2.7-2.9% faster at S 4096 8:1 (two
+# runs), 1.8% at 4096 4:1, 1.1-2.6% at 8192; without the fix off was 0.5-3.1% slower (so it stays
+# on there). Two stacked heads put every tile's parts on two row blocks (as MHA's three), and
+# there off measured 2.1% slower at S 4096 and 1.2% at 8192 (session 54, one H200, persistent).
 HOPPER_CONFIGS = {64: (128, 2, 160, 3, True), 128: (128, 2, 240, 2, False)}
 # Least query rows (not causal, causal) per (head dim, fix on) from which this kernel measured
 # faster than the Triton forward: D128 from one full tile (v19d, H100); D64 (v22a, three
@@ -592,8 +594,9 @@ FASTER = {(128, True): (128, 128), (128, False): (128, 128), (64, True): (2048, 
 # different numbers of key tiles). Session 53 (one H200): D64 causal stacked tiles with 4 or 8
 # query heads per KV head (ping-pong off with the fix) against one program per tile (ping-pong
 # on), fix on / off, 4:1 +3.9% / +1.3% at S 4096, +1.0% / +0.3% at 8192; 8:1 +4.1% / +1.4% at
-# 8192 (2:1 not measured; unstacked GQA tiles are MHA's). D128 causal 4:1 (as MHA and 8:1):
-# +5.0% at S 2048, +2.0% at 4096, -0.8% at 8192 with the fix.
+# 8192; 2:1 (ping-pong on; session 54, one run) +1.6% / +1.2% at S 4096, -0.9% / +0.6% at 8192
+# (unstacked GQA tiles are MHA's). D128 causal 4:1 (as MHA and 8:1): +5.0% at S 2048, +2.0% at
+# 4096, -0.8% at 8192 with the fix.
 PERSISTENT_BELOW = {(64, False, False): 16384, (128, False, False): 16384,
                     (64, True, True): 16384, (128, True, False): 8192}
 ENABLED = os.environ.get("HF_STABLE_ATTN_GLUON", "1") != "0"
@@ -677,7 +680,7 @@ def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, ti
     natural-log units; ``sinks`` None or (Hq,) contiguous, folded in as ``flash_fwd``'s (a
     run-time switch here: the partitions see no compile-time arguments); ``config`` (BLOCK_N,
     STAGES, consumer registers, consumers, ping-pong) overrides the table (whose ping-pong is off
-    with the fix where ``stacked_heads`` stacks a KV group's heads), ``persistent`` (one program
+    with the fix where ``stacked_heads`` stacks 3 or more heads), ``persistent`` (one program
     per SM) ``PERSISTENT_BELOW``. Returns ``(out, lse)``: out like q, lse fp32
     (B, Hq, Sq), +inf on rows that see no key."""
     batch, sq, hq, head_dim = q.shape
@@ -686,7 +689,7 @@ def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, ti
     stack = stacked_heads(q, causal, hq // hk, consumers, block_n)
     if persistent is None:
         persistent = persistent_launch(head_dim, causal, sq, stack > 1)
-    if config is None and stack > 1 and stabilize:  # see HOPPER_CONFIGS
+    if config is None and stack > 2 and stabilize:  # see HOPPER_CONFIGS
         pingpong = False
     programs, tiles, columns = launch_shape(batch, sq, hq, persistent, consumers, q.device,
                                             stack)

@@ -149,14 +149,15 @@ def test_a_persistent_causal_launch_gets_a_zeroed_counter(monkeypatch, head_dim,
 
 @pytest.mark.parametrize("head_dim, heads_kv, causal, stabilize, config, pingpong", [
     (64, 2, True, True, None, False), (64, 4, True, True, None, False),
-    (64, 2, True, False, None, True), (64, 16, True, True, None, True),
+    (64, 8, True, True, None, True), (64, 2, True, False, None, True),
+    (64, 16, True, True, None, True),
     (64, 2, False, True, None, True), (128, 2, True, True, None, False),
     (64, 2, True, True, (128, 2, 160, 3, True), True)])
 def test_stacked_heads_launch_without_ping_pong_with_the_fix(
         monkeypatch, head_dim, heads_kv, causal, stabilize, config, pingpong):
-    """The table's ping-pong is off with the fix where a KV group's heads are stacked (D64
-    causal GQA); without the fix, for MHA, without a mask and with an explicit ``config`` the
-    launch keeps it (D128's table has none)."""
+    """The table's ping-pong is off with the fix where 3 or more of a KV group's heads are
+    stacked (D64 causal GQA 4:1 and 8:1); with two stacked, without the fix, for MHA, without a
+    mask and with an explicit ``config`` the launch keeps it (D128's table has none)."""
     kernel = _forward_launch(monkeypatch, head_dim, heads_kv, 4096, causal=causal,
                              stabilize=stabilize, config=config)
     assert kernel.kwargs["PINGPONG"] is pingpong
