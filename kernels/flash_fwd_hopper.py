@@ -573,7 +573,8 @@ def _fwd_ws_kernel(
 # Session 53 (one H200, persistent D64 causal GQA): off, 2.7-2.9% faster at S 4096 8:1 (two
 # runs), 1.8% at 4096 4:1, 1.1-2.6% at 8192; without the fix off was 0.5-3.1% slower (so it stays
 # on there). Two stacked heads put every tile's parts on two row blocks (as MHA's three), and
-# there off measured 2.1% slower at S 4096 and 1.2% at 8192 (session 54, one H200, persistent).
+# there off measured slower (session 54, one H200, persistent, two runs): 2.1% and 0.8% at
+# S 4096, 0.4% and 0.1% at 8192.
 HOPPER_CONFIGS = {64: (128, 2, 160, 3, True), 128: (128, 2, 240, 2, False)}
 # Least query rows (not causal, causal) per (head dim, fix on) from which this kernel measured
 # faster than the Triton forward: D128 from one full tile (v19d, H100); D64 (v22a, three
@@ -594,9 +595,9 @@ FASTER = {(128, True): (128, 128), (128, False): (128, 128), (64, True): (2048, 
 # different numbers of key tiles). Session 53 (one H200): D64 causal stacked tiles with 4 or 8
 # query heads per KV head (ping-pong off with the fix) against one program per tile (ping-pong
 # on), fix on / off, 4:1 +3.9% / +1.3% at S 4096, +1.0% / +0.3% at 8192; 8:1 +4.1% / +1.4% at
-# 8192; 2:1 (ping-pong on; session 54, one run) +1.6% / +1.2% at S 4096, -0.9% / +0.6% at 8192
-# (unstacked GQA tiles are MHA's). D128 causal 4:1 (as MHA and 8:1): +5.0% at S 2048, +2.0% at
-# 4096, -0.8% at 8192 with the fix.
+# 8192; 2:1 (ping-pong on; session 54, two runs with the fix, one without) +1.6% and +0.9% /
+# +1.2% at S 4096, -0.9% and -0.4% / +0.6% at 8192 (unstacked GQA tiles are MHA's). D128
+# causal 4:1 (as MHA and 8:1): +5.0% at S 2048, +2.0% at 4096, -0.8% at 8192 with the fix.
 PERSISTENT_BELOW = {(64, False, False): 16384, (128, False, False): 16384,
                     (64, True, True): 16384, (128, True, False): 8192}
 ENABLED = os.environ.get("HF_STABLE_ATTN_GLUON", "1") != "0"
