@@ -17,10 +17,11 @@ D128 (docs/kernel_notes.md, session 26), except with the fix in tiles that stack
 heads (below; sessions 53-54). A launch has one program per query tile or
 (``PERSISTENT_BELOW``) one per SM looping over tiles, the loader filling the next tile's ring
 while the consumers finish one (session 33); a persistent causal launch's programs take their
-next tile from an atomic counter, heaviest first (FlashAttention-3's scheduler, v52a). A tile's 64-row parts are one head's consecutive rows, or
-(``stacked_heads``: D64, causal, GQA) the same row block (or two adjacent ones) of the KV
-group's query heads, which share K/V and see (nearly) the same key tiles, so no consumer waits
-long at a causal tile's end for another that sees more keys (v41a).
+next tile from an atomic counter, heaviest first (FlashAttention-3's scheduler, v52a). A
+tile's 64-row parts are one head's consecutive rows, or (``stacked_heads``: D64, causal, GQA)
+the same row block (or two adjacent ones) of the KV group's query heads, which share K/V and
+see (nearly) the same key tiles, so no consumer waits long at a causal tile's end for another
+that sees more keys (v41a).
 
 Covers: dense ``(B, S, H, D)`` bf16/fp16, head dim 64 or 128, causal (bottom-right aligned) or
 not, GQA, the fix on or off, attention sinks (folded in the epilogue), where
