@@ -3,7 +3,8 @@ Triton, on the CPU: the three Triton kernels at each tile config of their head-d
 256 tables (what the tuner picks from on an H100 or H200; 256 is Gemma's), and the Gluon kernels
 at every config their tables ship (``flash_fwd_hopper.HOPPER_CONFIGS``,
 ``flash_bwd_hopper.HOPPER_CONFIGS`` and ``DQ_CONFIGS``), causal or not, the Gluon forward with
-the fix on and off (and without ping-pong, as its stacked D64 causal GQA launches run).
+the fix on and off (and without ping-pong, as its D64 causal GQA launches that stack 3 or more
+heads run).
 
 Only a GPU run calls these kernels, and the GPU machine's Triton (3.6) is older than the one a
 fresh install gets (3.9 here), whose Gluon, an experimental dialect, removed the TMA load the
@@ -64,8 +65,8 @@ def test_the_gluon_forward_compiles(head_dim, stabilize, causal, persistent):
 
 @pytest.mark.parametrize("persistent", [False, True], ids=["per-tile", "persistent"])
 def test_the_gluon_forward_compiles_without_ping_pong_for_stacked_heads(persistent):
-    """The launch ``flash_attn_fwd_hopper`` makes for D64 causal GQA with the fix: the table's
-    config with ping-pong off."""
+    """The launch ``flash_attn_fwd_hopper`` makes for D64 causal GQA with the fix where a tile
+    stacks 3 or more heads: the table's config with ping-pong off."""
     block_n, stages, regs, consumers, pingpong = flash_fwd_hopper.HOPPER_CONFIGS[64]
     assert pingpong  # else the table's own build above covers this one
     compiled = compile_for(flash_fwd_hopper._fwd_ws_kernel, dict(
