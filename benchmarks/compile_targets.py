@@ -36,19 +36,25 @@ CAUSAL_FLAGS = dict(IS_VARLEN=False, HAS_WL=False, HAS_WR=True, HAS_SOFTCAP=Fals
 
 
 def compile_for(kernel, constexprs: dict, num_warps: int = 4, num_stages: int = 1,
-                pointers: dict | None = None, capability: int = 90, **options):
+                pointers: dict | None = None, capability: int = 90,
+                descriptors: dict | None = None, **options):
     """``kernel`` (a Triton or Gluon JIT function) compiled for compute capability
     ``capability`` (90: sm_90a) with bf16 tensors (other types from ``POINTERS`` and
     ``pointers``), int32 scalars (the dropout seed int64) and 16-divisible strides, as a launch
     on contiguous tensors specializes it, with the options every launch passes
     (``COMPILE_OPTIONS``) and ``options`` (e.g. ``maxnreg``). An int argument named in
-    ``constexprs`` compiles as that constant (as Triton specializes 1)."""
+    ``constexprs`` compiles as that constant (as Triton specializes 1). ``descriptors``: the
+    Gluon kernels' host TMA descriptor arguments, name to box rows (``host_descriptor`` of a
+    bf16 (B, S, H, ``HEAD_DIM``) tensor)."""
     types = {**POINTERS, **(pointers or {})}
+    descriptors = descriptors or {}
     signature, attrs = {}, {}
     for i, param in enumerate(kernel.params):
         name = param.name
         if name in constexprs:
             signature[name] = "constexpr"
+        elif name in descriptors:
+            signature[name] = descriptor_type(descriptors[name], constexprs["HEAD_DIM"])
         elif name.isupper():
             signature[name] = types.get(name, "*bf16")
             attrs[(i,)] = [["tt.divisibility", 16]]
@@ -64,6 +70,16 @@ def compile_for(kernel, constexprs: dict, num_warps: int = 4, num_stages: int = 
     return triton_compile(source, target=GPUTarget("cuda", capability, 32),
                           options=dict(num_warps=num_warps, num_stages=num_stages,
                                        **COMPILE_OPTIONS, **options))
+
+
+def descriptor_type(rows: int, head_dim: int) -> str:
+    """The signature type of a Gluon kernel's ``_hopper_ring.host_descriptor`` argument over a
+    bf16 tensor, box (1, rows, 1, head_dim)."""
+    from triton.experimental.gluon import language as gl
+
+    block = [1, rows, 1, head_dim]
+    layout = gl.NVMMASharedLayout.get_default_for(block, gl.bfloat16)
+    return f"tensordesc<bf16[{', '.join(map(str, block))}],{layout!r}>"
 
 
 def training_constexprs(part: str, head_dim: int, config: tuple) -> dict:

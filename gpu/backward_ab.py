@@ -83,6 +83,8 @@ def main() -> None:
     ap.add_argument("--tiles", action="append", default=[],
                     help="kernel=bm,bn,warps,stages,tma: that kernel's only table entry")
     ap.add_argument("--seqlens", type=int, nargs="+", help="only SHAPES of these lengths")
+    ap.add_argument("--shape", action="append", default=[],
+                    help="S:B:Hq:Hkv:D:causal (0/1), repeatable, instead of SHAPES")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     for package in (args.base, args.variant):
@@ -91,7 +93,8 @@ def main() -> None:
     modules = {name: importlib.import_module(f"{pkg}.{module_name}")
                for name, pkg in (("base", args.base), ("variant", args.variant))}
     rows = []
-    for seqlen, batch, hq, hk, d, causal in SHAPES:
+    shapes = [tuple(int(x) for x in spec.split(":")) for spec in args.shape] or SHAPES
+    for seqlen, batch, hq, hk, d, causal in shapes:
         if args.seqlens and seqlen not in args.seqlens:
             continue
         q, k, v, dout = make_inputs(Shape("bf16", seqlen, batch, hq, hk, d, causal),

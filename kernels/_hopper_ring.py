@@ -6,17 +6,42 @@ tile, causal grids heaviest first, and how many key tiles it sees.
 A ring carries two tiles per slot (K and V, or Q and dO), ``a`` and ``b``. Each has a "full"
 mbarrier per slot (one arrival: the loader's TMA transaction count) and an "empty" one (one
 arrival per consumer). Slot ``t % STAGES`` is used in phase ``(t // STAGES) & 1``.
+
+The TMA descriptors are made on the host (``host_descriptor``), one per tensor and launch, over
+the whole ``(B, S, H, D)`` tensor: a copy names its batch entry, first row and head, and rows
+past a sequence's end read as zeros. Made on the device instead (one per program and head, as
+until session 55), each program paid for writing and fencing them before its first copy, and a
+loader had to wait for a head's copies to land before writing the next head's over them.
 """
 
+import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 # The TMA load into shared memory: ``async_load`` from triton 3.9 on (where the old name raises),
 # ``async_copy_global_to_shared`` before; both take (descriptor, coordinates, barrier, buffer).
 tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
 
 HEAD_GROUP = gl.constexpr(8)  # as _common.scheduled_tile
+GL_DTYPES = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}
+
+
+def host_descriptor(x: torch.Tensor, rows: int) -> TensorDescriptor:
+    """The TMA descriptor of ``x`` (B, S, H, D) (``_common.tma_ready``: 16-byte aligned, D
+    contiguous) whose box is ``rows`` rows of one head, (1, rows, 1, D), in the shared layout
+    of a (rows, D) tile (``load_rows``)."""
+    block = [1, rows, 1, x.shape[-1]]
+    layout = gl.NVMMASharedLayout.get_default_for(block, GL_DTYPES[x.dtype])
+    return TensorDescriptor(x, list(x.shape), list(x.stride()), block, layout)
+
+
+@gluon.jit
+def load_rows(desc, b, row, h, bar, smem):
+    """TMA copy of a ``host_descriptor``'s box at batch entry ``b``, rows ``row`` onwards, head
+    ``h`` (int32 each) into ``smem`` (rows, D), completing on mbarrier ``bar``."""
+    tma_load(desc, [b, row, h, 0], bar, smem.reshape([1, smem.shape[0], 1, smem.shape[1]]))
 
 
 @gluon.jit
@@ -94,30 +119,19 @@ def ring_barriers(STAGES: gl.constexpr, CONSUMERS: gl.constexpr = 2):
 
 
 @gluon.jit
-def await_landed(t, a_full, b_full):
-    """Wait until the ring's fills before the ``t``-th that may still be in flight (the last
-    ``STAGES``) have landed. A loader that writes new TMA descriptors over the ones those copies
-    read (one scratch slot per call site) must wait first: a copy reads its descriptor while in
-    flight."""
-    STAGES: gl.constexpr = a_full.shape[0]
-    for u in range(gl.maximum(t - STAGES, 0), t):
-        mbarrier.wait(a_full.index(u % STAGES), (u // STAGES) & 1)
-        mbarrier.wait(b_full.index(u % STAGES), (u // STAGES) & 1)
-
-
-@gluon.jit
-def load_slot(t, row, a_desc, b_desc, a_smem, b_smem, a_full, a_empty, b_full, b_empty):
-    """The loader's ``t``-th fill: rows ``row`` onwards of ``a_desc`` and ``b_desc`` into slot
-    ``t % STAGES``, each once every consumer has released it."""
+def load_slot(t, b, row, h, a_desc, b_desc, a_smem, b_smem, a_full, a_empty, b_full, b_empty):
+    """The loader's ``t``-th fill: batch entry ``b``'s rows ``row`` onwards of head ``h`` of
+    ``a_desc`` and ``b_desc`` (``load_rows``) into slot ``t % STAGES``, each once every consumer
+    has released it."""
     STAGES: gl.constexpr = a_smem.shape[0]
     slot = t % STAGES
     phase = (t // STAGES) & 1
     mbarrier.wait(a_empty.index(slot), phase ^ 1)
     mbarrier.expect(a_full.index(slot), a_desc.block_type.nbytes)
-    tma_load(a_desc, [row, 0], a_full.index(slot), a_smem.index(slot))
+    load_rows(a_desc, b, row, h, a_full.index(slot), a_smem.index(slot))
     mbarrier.wait(b_empty.index(slot), phase ^ 1)
     mbarrier.expect(b_full.index(slot), b_desc.block_type.nbytes)
-    tma_load(b_desc, [row, 0], b_full.index(slot), b_smem.index(slot))
+    load_rows(b_desc, b, row, h, b_full.index(slot), b_smem.index(slot))
 
 
 @gluon.jit

@@ -31,13 +31,13 @@ import triton
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
-    mbarrier, tma, warpgroup_mma, warpgroup_mma_wait,
+    mbarrier, warpgroup_mma, warpgroup_mma_wait,
 )
 
 from ._common import COMPILE_OPTIONS, LOG2E, ceil_div
 from ._hopper_ring import (
-    await_landed, flag_barriers, key_tiles, load_slot, query_tile, release_slot, ring_barriers,
-    tma_load,
+    flag_barriers, host_descriptor, key_tiles, load_rows, load_slot, query_tile, release_slot,
+    ring_barriers,
 )
 from . import flash_fwd_hopper
 
@@ -46,28 +46,23 @@ BLOCK_N = 128  # keys per program: 64 per consumer
 
 
 @gluon.jit
-def _loader(k_desc, v_desc, q_base, do_base, lse_base, delta_base, dk_base, dv_base, k_smem,
-            v_smem, q_smem, do_smem, kv_bars, q_full, q_empty, do_full, do_empty, heads,
-            stride_qs, stride_qh, stride_ds, stride_dh, stride_lh, stride_dks, stride_dvs,
-            start_n, seqlen_q, seqlen_k, lo, qk_scale, softmax_scale):
-    """The load partition: each consumer's half of K and V, then for each query head of the
-    program, the Q and dO tiles from row ``lo`` on, each slot once both consumers released it."""
+def _loader(k_desc, v_desc, q_desc, do_desc, lse_base, delta_base, dk_base, dv_base, k_smem,
+            v_smem, q_smem, do_smem, kv_bars, q_full, q_empty, do_full, do_empty, heads, b, hk,
+            h0, stride_lh, stride_dks, stride_dvs, start_n, seqlen_q, seqlen_k, lo, qk_scale,
+            softmax_scale):
+    """The load partition: each consumer's half of K and V (batch entry ``b``, KV head
+    ``hk``), then for each query head of the program (``h0`` onwards), the Q and dO tiles from
+    row ``lo`` on, each slot once both consumers released it."""
     TILE_M: gl.constexpr = q_smem.shape[1]
-    HEAD_DIM: gl.constexpr = q_smem.shape[2]
     for wg in gl.static_range(2):
         mbarrier.expect(kv_bars.index(wg), 2 * k_desc.block_type.nbytes)
-        tma_load(k_desc, [start_n + wg * 64, 0], kv_bars.index(wg), k_smem.index(wg))
-        tma_load(v_desc, [start_n + wg * 64, 0], kv_bars.index(wg), v_smem.index(wg))
+        load_rows(k_desc, b, start_n + wg * 64, hk, kv_bars.index(wg), k_smem.index(wg))
+        load_rows(v_desc, b, start_n + wg * 64, hk, kv_bars.index(wg), v_smem.index(wg))
     t = 0
     for g in range(heads):
-        await_landed(t, q_full, do_full)  # each head's descriptors are written over the last's
-        q_desc = tma.make_tensor_descriptor(q_base + g * stride_qh, [seqlen_q, HEAD_DIM],
-                                            [stride_qs, 1], [TILE_M, HEAD_DIM], q_smem.layout)
-        do_desc = tma.make_tensor_descriptor(do_base + g * stride_dh, [seqlen_q, HEAD_DIM],
-                                             [stride_ds, 1], [TILE_M, HEAD_DIM], do_smem.layout)
         for m in range(lo, seqlen_q, TILE_M):
-            load_slot(t, m, q_desc, do_desc, q_smem, do_smem, q_full, q_empty, do_full,
-                      do_empty)
+            load_slot(t, b, m, h0 + g, q_desc, do_desc, q_smem, do_smem, q_full, q_empty,
+                      do_full, do_empty)
             t += 1
 
 
@@ -116,9 +111,9 @@ def _step(t, m, dk, dv, k, v, q_smem, do_smem, q_full, q_empty, do_full, do_empt
 
 
 @gluon.jit
-def _consume(WG: gl.constexpr, k_desc, v_desc, q_base, do_base, lse_base, delta_base, dk_base,
+def _consume(WG: gl.constexpr, k_desc, v_desc, q_desc, do_desc, lse_base, delta_base, dk_base,
              dv_base, k_smem, v_smem, q_smem, do_smem, kv_bars, q_full, q_empty, do_full,
-             do_empty, heads, stride_qs, stride_qh, stride_ds, stride_dh, stride_lh,
+             do_empty, heads, b, hk, h0, stride_lh,
              stride_dks, stride_dvs, start_n, seqlen_q, seqlen_k, lo, qk_scale, softmax_scale):
     """One consumer partition (4 warps): keys ``start_n + 64 WG`` onwards. (The compile-time
     sizes come from the buffers' shapes and CAUSAL from ``kv_bars``' length, 2 + 2 CAUSAL:
@@ -177,34 +172,30 @@ def _consume(WG: gl.constexpr, k_desc, v_desc, q_base, do_base, lse_base, delta_
 
 
 @gluon.jit
-def _consumer0(k_desc, v_desc, q_base, do_base, lse_base, delta_base, dk_base, dv_base, k_smem,
+def _consumer0(k_desc, v_desc, q_desc, do_desc, lse_base, delta_base, dk_base, dv_base, k_smem,
                v_smem, q_smem, do_smem, kv_bars, q_full, q_empty, do_full, do_empty, heads,
-               stride_qs, stride_qh, stride_ds, stride_dh, stride_lh, stride_dks, stride_dvs,
+               b, hk, h0, stride_lh, stride_dks, stride_dvs,
                start_n, seqlen_q, seqlen_k, lo, qk_scale, softmax_scale):
-    _consume(0, k_desc, v_desc, q_base, do_base, lse_base, delta_base, dk_base, dv_base, k_smem,
+    _consume(0, k_desc, v_desc, q_desc, do_desc, lse_base, delta_base, dk_base, dv_base, k_smem,
              v_smem, q_smem, do_smem, kv_bars, q_full, q_empty, do_full, do_empty, heads,
-             stride_qs, stride_qh, stride_ds, stride_dh, stride_lh, stride_dks, stride_dvs,
+             b, hk, h0, stride_lh, stride_dks, stride_dvs,
              start_n, seqlen_q, seqlen_k, lo, qk_scale, softmax_scale)
 
 
 @gluon.jit
-def _consumer1(k_desc, v_desc, q_base, do_base, lse_base, delta_base, dk_base, dv_base, k_smem,
+def _consumer1(k_desc, v_desc, q_desc, do_desc, lse_base, delta_base, dk_base, dv_base, k_smem,
                v_smem, q_smem, do_smem, kv_bars, q_full, q_empty, do_full, do_empty, heads,
-               stride_qs, stride_qh, stride_ds, stride_dh, stride_lh, stride_dks, stride_dvs,
+               b, hk, h0, stride_lh, stride_dks, stride_dvs,
                start_n, seqlen_q, seqlen_k, lo, qk_scale, softmax_scale):
-    _consume(1, k_desc, v_desc, q_base, do_base, lse_base, delta_base, dk_base, dv_base, k_smem,
+    _consume(1, k_desc, v_desc, q_desc, do_desc, lse_base, delta_base, dk_base, dv_base, k_smem,
              v_smem, q_smem, do_smem, kv_bars, q_full, q_empty, do_full, do_empty, heads,
-             stride_qs, stride_qh, stride_ds, stride_dh, stride_lh, stride_dks, stride_dvs,
+             b, hk, h0, stride_lh, stride_dks, stride_dvs,
              start_n, seqlen_q, seqlen_k, lo, qk_scale, softmax_scale)
 
 
 @gluon.jit
 def _dkdv_ws_kernel(
     Q, K, V, DO, LSE, DELTA, DK, DV,
-    stride_qb, stride_qs, stride_qh,
-    stride_kb, stride_ks, stride_kh,
-    stride_vb, stride_vs, stride_vh,
-    stride_db, stride_ds, stride_dh,
     stride_dkb, stride_dks, stride_dkh,
     stride_dvb, stride_dvs, stride_dvh,
     stride_split_dk, stride_split_dv,
@@ -214,22 +205,19 @@ def _dkdv_ws_kernel(
     CAUSAL: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, TILE_M: gl.constexpr,
     CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr,
 ):
-    dtype: gl.constexpr = Q.dtype.element_ty
+    """Grid (128-key tiles, B * Hk * splits). ``Q``, ``K``, ``V``, ``DO``: ``host_descriptor``s
+    of the (B, S, H, D) tensors, boxes of ``TILE_M`` query rows and 64 keys."""
+    dtype: gl.constexpr = Q.dtype
     tile_shared: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, HEAD_DIM], dtype)
     q_shared: gl.constexpr = gl.NVMMASharedLayout.get_default_for([TILE_M, HEAD_DIM], dtype)
     start_n = gl.program_id(0) * 128
     split = gl.program_id(1) % splits  # this program's share of the group's query heads
     bh = gl.program_id(1) // splits
-    b64 = (bh // num_heads_k).to(gl.int64)
+    b = bh // num_heads_k
+    b64 = b.to(gl.int64)
     hk = bh % num_heads_k
     heads = group // splits
     h0 = hk * group + split * heads
-    k_desc = tma.make_tensor_descriptor(K + b64 * stride_kb + hk * stride_kh, [seqlen_k, HEAD_DIM],
-                                        [stride_ks, 1], [64, HEAD_DIM], tile_shared)
-    v_desc = tma.make_tensor_descriptor(V + b64 * stride_vb + hk * stride_vh, [seqlen_k, HEAD_DIM],
-                                        [stride_vs, 1], [64, HEAD_DIM], tile_shared)
-    q_base = Q + b64 * stride_qb + h0 * stride_qh
-    do_base = DO + b64 * stride_db + h0 * stride_dh
     lse_base = LSE + b64 * stride_lb + h0 * stride_lh
     delta_base = DELTA + b64 * stride_lb + h0 * stride_lh
     dk_base = DK + split * stride_split_dk + b64 * stride_dkb + hk * stride_dkh
@@ -249,9 +237,9 @@ def _dkdv_ws_kernel(
     kv_bars = flag_barriers(N_KV_BARS)
     q_full, q_empty, do_full, do_empty = ring_barriers(STAGES)
 
-    args = (k_desc, v_desc, q_base, do_base, lse_base, delta_base, dk_base, dv_base, k_smem,
+    args = (K, V, Q, DO, lse_base, delta_base, dk_base, dv_base, k_smem,
             v_smem, q_smem, do_smem, kv_bars, q_full, q_empty, do_full, do_empty, heads,
-            stride_qs, stride_qh, stride_ds, stride_dh, stride_lh, stride_dks, stride_dvs,
+            b, hk, h0, stride_lh, stride_dks, stride_dvs,
             start_n, seqlen_q, seqlen_k, lo, qk_scale, softmax_scale)
     gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_loader, args)], [4, 1],
                        [CONSUMER_REGS, 24])
@@ -329,11 +317,8 @@ def dkdv_hopper(q, k, v, dout, lse, delta, dk_out, dv_out, *, softmax_scale, cau
     stages, regs, tile_m = config or HOPPER_CONFIGS[head_dim]
     grid = (ceil_div(sk, BLOCK_N), batch * hk * splits)
     _dkdv_ws_kernel[grid](
-        q, k, v, dout, lse, delta, dk_out, dv_out,
-        q.stride(0), q.stride(1), q.stride(2),
-        k.stride(0), k.stride(1), k.stride(2),
-        v.stride(0), v.stride(1), v.stride(2),
-        dout.stride(0), dout.stride(1), dout.stride(2),
+        host_descriptor(q, tile_m), host_descriptor(k, 64), host_descriptor(v, 64),
+        host_descriptor(dout, tile_m), lse, delta, dk_out, dv_out,
         dk_out.stride(1), dk_out.stride(2), dk_out.stride(3),
         dv_out.stride(1), dv_out.stride(2), dv_out.stride(3),
         dk_out.stride(0), dv_out.stride(0),
@@ -350,19 +335,19 @@ def dkdv_hopper(q, k, v, dout, lse, delta, dk_out, dv_out, *, softmax_scale, cau
 
 @gluon.jit
 def _dq_loader(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem, q_bars,
-               k_full, k_empty, v_full, v_empty, O, DO, LSE, DELTA, DQ, stride_os, stride_ds,
-               stride_dqs, start_m, seqlen_q, seqlen_k, n_tiles, diag, qk_scale,
+               k_full, k_empty, v_full, v_empty, b, h, hk, O, DO, LSE, DELTA, DQ, stride_os,
+               stride_ds, stride_dqs, start_m, seqlen_q, seqlen_k, n_tiles, diag, qk_scale,
                softmax_scale):
     """The load partition: each consumer's 64 rows of Q and dO, then K and V tile by tile into
     the ring, each slot once both consumers have released it."""
     TILE_N: gl.constexpr = k_smem.shape[1]
     for wg in gl.static_range(2):
         mbarrier.expect(q_bars.index(wg), 2 * q_desc.block_type.nbytes)
-        tma_load(q_desc, [start_m + wg * 64, 0], q_bars.index(wg), q_smem.index(wg))
-        tma_load(do_desc, [start_m + wg * 64, 0], q_bars.index(wg), do_smem.index(wg))
+        load_rows(q_desc, b, start_m + wg * 64, h, q_bars.index(wg), q_smem.index(wg))
+        load_rows(do_desc, b, start_m + wg * 64, h, q_bars.index(wg), do_smem.index(wg))
     for j in range(n_tiles):
-        load_slot(j, j * TILE_N, k_desc, v_desc, k_smem, v_smem, k_full, k_empty, v_full,
-                  v_empty)
+        load_slot(j, b, j * TILE_N, hk, k_desc, v_desc, k_smem, v_smem, k_full, k_empty,
+                  v_full, v_empty)
 
 
 @gluon.jit
@@ -398,9 +383,9 @@ def _dq_step(j, dq, q, do, k_smem, v_smem, k_full, k_empty, v_full, v_empty, lse
 
 @gluon.jit
 def _dq_consume(WG: gl.constexpr, q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem,
-                v_smem, q_bars, k_full, k_empty, v_full, v_empty, O, DO, LSE, DELTA, DQ,
-                stride_os, stride_ds, stride_dqs, start_m, seqlen_q, seqlen_k, n_tiles, diag,
-                qk_scale, softmax_scale):
+                v_smem, q_bars, k_full, k_empty, v_full, v_empty, b, h, hk, O, DO, LSE, DELTA,
+                DQ, stride_os, stride_ds, stride_dqs, start_m, seqlen_q, seqlen_k, n_tiles,
+                diag, qk_scale, softmax_scale):
     """One consumer partition (4 warps): query rows ``start_m + 64 WG`` onwards; ``O``, ``DO``,
     ``DQ`` point at this head's row 0, ``LSE`` and ``DELTA`` at its lse row. Stores
     ``delta = rowsum(dO * O)`` (for the dK/dV kernel) and dQ. (CAUSAL from ``q_bars``' length,
@@ -458,32 +443,29 @@ def _dq_consume(WG: gl.constexpr, q_desc, do_desc, k_desc, v_desc, q_smem, do_sm
 
 @gluon.jit
 def _dq_consumer0(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem, q_bars,
-                  k_full, k_empty, v_full, v_empty, O, DO, LSE, DELTA, DQ, stride_os, stride_ds,
-                  stride_dqs, start_m, seqlen_q, seqlen_k, n_tiles, diag, qk_scale,
+                  k_full, k_empty, v_full, v_empty, b, h, hk, O, DO, LSE, DELTA, DQ, stride_os,
+                  stride_ds, stride_dqs, start_m, seqlen_q, seqlen_k, n_tiles, diag, qk_scale,
                   softmax_scale):
     _dq_consume(0, q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem, q_bars,
-                k_full, k_empty, v_full, v_empty, O, DO, LSE, DELTA, DQ, stride_os, stride_ds,
-                stride_dqs, start_m, seqlen_q, seqlen_k, n_tiles, diag, qk_scale,
+                k_full, k_empty, v_full, v_empty, b, h, hk, O, DO, LSE, DELTA, DQ, stride_os,
+                stride_ds, stride_dqs, start_m, seqlen_q, seqlen_k, n_tiles, diag, qk_scale,
                 softmax_scale)
 
 
 @gluon.jit
 def _dq_consumer1(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem, q_bars,
-                  k_full, k_empty, v_full, v_empty, O, DO, LSE, DELTA, DQ, stride_os, stride_ds,
-                  stride_dqs, start_m, seqlen_q, seqlen_k, n_tiles, diag, qk_scale,
+                  k_full, k_empty, v_full, v_empty, b, h, hk, O, DO, LSE, DELTA, DQ, stride_os,
+                  stride_ds, stride_dqs, start_m, seqlen_q, seqlen_k, n_tiles, diag, qk_scale,
                   softmax_scale):
     _dq_consume(1, q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem, q_bars,
-                k_full, k_empty, v_full, v_empty, O, DO, LSE, DELTA, DQ, stride_os, stride_ds,
-                stride_dqs, start_m, seqlen_q, seqlen_k, n_tiles, diag, qk_scale,
+                k_full, k_empty, v_full, v_empty, b, h, hk, O, DO, LSE, DELTA, DQ, stride_os,
+                stride_ds, stride_dqs, start_m, seqlen_q, seqlen_k, n_tiles, diag, qk_scale,
                 softmax_scale)
 
 
 @gluon.jit
 def _dq_ws_kernel(
-    Q, K, V, O, DO, LSE, DELTA, DQ,
-    stride_qb, stride_qs, stride_qh,
-    stride_kb, stride_ks, stride_kh,
-    stride_vb, stride_vs, stride_vh,
+    Q, K, V, DO_TILES, O, DO, LSE, DELTA, DQ,
     stride_ob, stride_os, stride_oh,
     stride_db, stride_ds, stride_dh,
     stride_dqb, stride_dqs, stride_dqh,
@@ -493,19 +475,13 @@ def _dq_ws_kernel(
     CAUSAL: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
     STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr,
 ):
-    dtype: gl.constexpr = Q.dtype.element_ty
+    """Grid (128-row query tiles, B * Hq). ``Q``, ``K``, ``V``, ``DO_TILES``: ``host_descriptor``s
+    of the (B, S, H, D) tensors, boxes of 64 query rows and ``BLOCK_N`` keys; ``O`` and ``DO``
+    the pointers the consumers read ``delta``'s rows from."""
+    dtype: gl.constexpr = Q.dtype
     q_shared: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, HEAD_DIM], dtype)
     kv_shared: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
     start_m, b64, h, hk = query_tile(num_heads_q, group, CAUSAL)
-    q_desc = tma.make_tensor_descriptor(Q + b64 * stride_qb + h * stride_qh, [seqlen_q, HEAD_DIM],
-                                        [stride_qs, 1], [64, HEAD_DIM], q_shared)
-    do_desc = tma.make_tensor_descriptor(DO + b64 * stride_db + h * stride_dh,
-                                         [seqlen_q, HEAD_DIM], [stride_ds, 1], [64, HEAD_DIM],
-                                         q_shared)
-    k_desc = tma.make_tensor_descriptor(K + b64 * stride_kb + hk * stride_kh, [seqlen_k, HEAD_DIM],
-                                        [stride_ks, 1], [BLOCK_N, HEAD_DIM], kv_shared)
-    v_desc = tma.make_tensor_descriptor(V + b64 * stride_vb + hk * stride_vh, [seqlen_k, HEAD_DIM],
-                                        [stride_vs, 1], [BLOCK_N, HEAD_DIM], kv_shared)
     diag = seqlen_k - seqlen_q
     n_tiles = key_tiles(start_m, diag, seqlen_k, BLOCK_N, CAUSAL)
 
@@ -518,8 +494,8 @@ def _dq_ws_kernel(
     k_full, k_empty, v_full, v_empty = ring_barriers(STAGES)
 
     row_base = b64 * stride_lb + h * stride_lh
-    args = (q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem, q_bars, k_full,
-            k_empty, v_full, v_empty, O + b64 * stride_ob + h * stride_oh,
+    args = (Q, DO_TILES, K, V, q_smem, do_smem, k_smem, v_smem, q_bars, k_full, k_empty, v_full,
+            v_empty, b64.to(gl.int32), h, hk, O + b64 * stride_ob + h * stride_oh,
             DO + b64 * stride_db + h * stride_dh, LSE + row_base, DELTA + row_base,
             DQ + b64 * stride_dqb + h * stride_dqh, stride_os, stride_ds, stride_dqs, start_m,
             seqlen_q, seqlen_k, n_tiles, diag, qk_scale, softmax_scale)
@@ -550,10 +526,8 @@ def dq_hopper(q, k, v, out, dout, lse, delta, dq, *, softmax_scale, causal, conf
     block_n, stages, regs = config or DQ_CONFIGS[head_dim]
     grid = (ceil_div(sq, 128), batch * hq)
     _dq_ws_kernel[grid](
-        q, k, v, out, dout, lse, delta, dq,
-        q.stride(0), q.stride(1), q.stride(2),
-        k.stride(0), k.stride(1), k.stride(2),
-        v.stride(0), v.stride(1), v.stride(2),
+        host_descriptor(q, 64), host_descriptor(k, block_n), host_descriptor(v, block_n),
+        host_descriptor(dout, 64), out, dout, lse, delta, dq,
         out.stride(0), out.stride(1), out.stride(2),
         dout.stride(0), dout.stride(1), dout.stride(2),
         dq.stride(0), dq.stride(1), dq.stride(2),

@@ -42,13 +42,13 @@ import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
-    mbarrier, tma, warpgroup_mma, warpgroup_mma_wait,
+    mbarrier, warpgroup_mma, warpgroup_mma_wait,
 )
 
 from ._common import COMPILE_OPTIONS, LN2, LOG2E, ceil_div, nvidia_capability, sm_count
 from ._hopper_ring import (
-    HEAD_GROUP, await_landed, flag_barriers, key_tiles, load_slot, ranked_tile, release_slot,
-    ring_barriers, tma_load,
+    HEAD_GROUP, flag_barriers, host_descriptor, key_tiles, load_rows, load_slot, ranked_tile,
+    release_slot, ring_barriers,
 )
 
 ONE_BITS = gl.constexpr(0x3F800000)  # 1.0f as int32
@@ -205,8 +205,7 @@ def _tile_part(tile, column, num_heads_q, heads_per_kv, stack, CONSUMERS: gl.con
 
 
 @gluon.jit
-def _loader(Q, K, V, O, LSE, SINKS, QUEUE, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks,
-            stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
+def _loader(Q, K, V, O, LSE, SINKS, QUEUE, stride_ob, stride_os, stride_oh, stride_lb,
             stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full,
             v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
             num_columns, stack, qk_scale, beta, tie_window, min_gap, max_gap, has_sinks):
@@ -214,8 +213,7 @@ def _loader(Q, K, V, O, LSE, SINKS, QUEUE, stride_qb, stride_qs, stride_qh, stri
     each of its tiles."""
     CONSUMERS: gl.constexpr = q_smem.shape[0]
     PERSISTENT: gl.constexpr = q_empty.shape[0] > CONSUMERS
-    args = (Q, K, V, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh, stride_vb,
-            stride_vs, stride_vh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty,
+    args = (Q, K, V, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty,
             v_full, v_empty, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
             num_columns, stack)
     CAUSAL: gl.constexpr = q_full.shape[0] - CONSUMERS >= 2
@@ -241,8 +239,7 @@ def _loader(Q, K, V, O, LSE, SINKS, QUEUE, stride_qb, stride_qs, stride_qh, stri
 
 
 @gluon.jit
-def _load_tile(unit, t, i, QUEUE, Q, K, V, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks,
-               stride_kh, stride_vb, stride_vs, stride_vh, q_smem, k_smem, v_smem, q_full,
+def _load_tile(unit, t, i, QUEUE, Q, K, V, q_smem, k_smem, v_smem, q_full,
                q_empty, k_full, k_empty, v_full, v_empty, seqlen_q, seqlen_k, num_heads_q,
                heads_per_kv, num_tiles_m, num_columns, stack):
     """The program's ``i``-th query tile (``unit``): each consumer's part once that consumer
@@ -251,46 +248,28 @@ def _load_tile(unit, t, i, QUEUE, Q, K, V, stride_qb, stride_qs, stride_qh, stri
     released it. Returns how many fills."""
     CONSUMERS: gl.constexpr = q_smem.shape[0]
     BLOCK_N: gl.constexpr = k_smem.shape[1]
-    HEAD_DIM: gl.constexpr = k_smem.shape[2]
     CAUSAL: gl.constexpr = q_full.shape[0] - CONSUMERS >= 2
     PERSISTENT: gl.constexpr = q_empty.shape[0] > CONSUMERS
     ranked, column = _work_unit(unit, num_tiles_m, num_columns, CAUSAL)
     tile = (ranked, column, num_heads_q, heads_per_kv, stack)
-    last0, b64, h, hk, g = _tile_part(*tile, CONSUMERS, CONSUMERS - 1)
-    # The tile's descriptors are written over the last tile's: wait until the last tile's
-    # copies (its query parts, its fills) have landed.
-    if i > 0:
-        for wg in gl.static_range(CONSUMERS):
-            mbarrier.wait(q_full.index(wg), (i - 1) & 1)
-        await_landed(t, k_full, v_full)
-    # The column's heads side by side: part g's rows are columns [g D, (g + 1) D) (the caller
-    # stacks heads only where they are adjacent in memory, stride_qh == D).
-    q_desc = tma.make_tensor_descriptor(Q + b64 * stride_qb + (h - g) * stride_qh,
-                                        [seqlen_q, stack * HEAD_DIM], [stride_qs, 1],
-                                        [64, HEAD_DIM], q_smem.layout)
-    k_desc = tma.make_tensor_descriptor(K + b64 * stride_kb + hk * stride_kh,
-                                        [seqlen_k, HEAD_DIM], [stride_ks, 1],
-                                        [BLOCK_N, HEAD_DIM], k_smem.layout)
-    v_desc = tma.make_tensor_descriptor(V + b64 * stride_vb + hk * stride_vh,
-                                        [seqlen_k, HEAD_DIM], [stride_vs, 1],
-                                        [BLOCK_N, HEAD_DIM], v_smem.layout)
+    last0, b64, _, hk, _ = _tile_part(*tile, CONSUMERS, CONSUMERS - 1)
+    b = b64.to(gl.int32)
     for wg in gl.static_range(CONSUMERS):
-        rows0, _, _, _, g = _tile_part(*tile, CONSUMERS, wg)
+        rows0, _, hq, _, _ = _tile_part(*tile, CONSUMERS, wg)
         mbarrier.wait(q_empty.index(wg), (i & 1) ^ 1)
         if PERSISTENT and CAUSAL:  # read once the expect below completes q_full's phase
             gl.store(_unit_slot(QUEUE, wg, CONSUMERS), unit)
-        mbarrier.expect(q_full.index(wg), q_desc.block_type.nbytes)
-        tma_load(q_desc, [rows0, g * HEAD_DIM], q_full.index(wg), q_smem.index(wg))
+        mbarrier.expect(q_full.index(wg), Q.block_type.nbytes)
+        load_rows(Q, b, rows0, hq, q_full.index(wg), q_smem.index(wg))
     n_tiles = key_tiles(last0, seqlen_k - seqlen_q, seqlen_k, BLOCK_N, CAUSAL, 64)
     for j in range(n_tiles):
-        load_slot(t + j, j * BLOCK_N, k_desc, v_desc, k_smem, v_smem, k_full, k_empty, v_full,
+        load_slot(t + j, b, j * BLOCK_N, hk, K, V, k_smem, v_smem, k_full, k_empty, v_full,
                   v_empty)
     return n_tiles
 
 
 @gluon.jit
-def _consume(WG: gl.constexpr, Q, K, V, O, LSE, SINKS, QUEUE, stride_qb, stride_qs, stride_qh,
-             stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os,
+def _consume(WG: gl.constexpr, Q, K, V, O, LSE, SINKS, QUEUE, stride_ob, stride_os,
              stride_oh, stride_lb, stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full,
              k_empty, v_full, v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv,
              num_tiles_m, num_columns, stack, qk_scale, beta, tie_window, min_gap, max_gap,
@@ -479,39 +458,33 @@ def _step(j, t0, k0, acc, p_op, m1, tied, shift, l_i, q, k_smem, v_smem, k_full,
 
 
 @gluon.jit
-def _consumer0(Q, K, V, O, LSE, SINKS, QUEUE, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks,
-               stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh,
+def _consumer0(Q, K, V, O, LSE, SINKS, QUEUE, stride_ob, stride_os, stride_oh,
                stride_lb, stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty,
                v_full, v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
                num_columns, stack, qk_scale, beta, tie_window, min_gap, max_gap, has_sinks):
-    _consume(0, Q, K, V, O, LSE, SINKS, QUEUE, stride_qb, stride_qs, stride_qh, stride_kb,
-             stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh,
+    _consume(0, Q, K, V, O, LSE, SINKS, QUEUE, stride_ob, stride_os, stride_oh,
              stride_lb, stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full,
              v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
              num_columns, stack, qk_scale, beta, tie_window, min_gap, max_gap, has_sinks)
 
 
 @gluon.jit
-def _consumer1(Q, K, V, O, LSE, SINKS, QUEUE, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks,
-               stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh,
+def _consumer1(Q, K, V, O, LSE, SINKS, QUEUE, stride_ob, stride_os, stride_oh,
                stride_lb, stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty,
                v_full, v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
                num_columns, stack, qk_scale, beta, tie_window, min_gap, max_gap, has_sinks):
-    _consume(1, Q, K, V, O, LSE, SINKS, QUEUE, stride_qb, stride_qs, stride_qh, stride_kb,
-             stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh,
+    _consume(1, Q, K, V, O, LSE, SINKS, QUEUE, stride_ob, stride_os, stride_oh,
              stride_lb, stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full,
              v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
              num_columns, stack, qk_scale, beta, tie_window, min_gap, max_gap, has_sinks)
 
 
 @gluon.jit
-def _consumer2(Q, K, V, O, LSE, SINKS, QUEUE, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks,
-               stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh,
+def _consumer2(Q, K, V, O, LSE, SINKS, QUEUE, stride_ob, stride_os, stride_oh,
                stride_lb, stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty,
                v_full, v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
                num_columns, stack, qk_scale, beta, tie_window, min_gap, max_gap, has_sinks):
-    _consume(2, Q, K, V, O, LSE, SINKS, QUEUE, stride_qb, stride_qs, stride_qh, stride_kb,
-             stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh,
+    _consume(2, Q, K, V, O, LSE, SINKS, QUEUE, stride_ob, stride_os, stride_oh,
              stride_lb, stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full,
              v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
              num_columns, stack, qk_scale, beta, tie_window, min_gap, max_gap, has_sinks)
@@ -520,9 +493,6 @@ def _consumer2(Q, K, V, O, LSE, SINKS, QUEUE, stride_qb, stride_qs, stride_qh, s
 @gluon.jit
 def _fwd_ws_kernel(
     Q, K, V, O, LSE, SINKS, QUEUE,
-    stride_qb, stride_qs, stride_qh,
-    stride_kb, stride_ks, stride_kh,
-    stride_vb, stride_vs, stride_vh,
     stride_ob, stride_os, stride_oh,
     stride_lb, stride_lh,
     seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m, num_columns, stack,
@@ -535,9 +505,10 @@ def _fwd_ws_kernel(
     """Grid (programs,): program ``p`` computes the ``p``-th query tile in ``ranked_tile``'s
     order or, ``PERSISTENT`` (at most one program per SM), tiles ``p``, ``p + programs``, ..
     (causal: ``p``, then those ``_next_unit`` hands out), the loader filling the next tile's
-    ring while the consumers finish one. ``QUEUE``: int32, zeroed, ``1 + programs * CONSUMERS``
-    long (persistent causal launches; unread otherwise)."""
-    dtype: gl.constexpr = Q.dtype.element_ty
+    ring while the consumers finish one. ``Q``, ``K``, ``V``: ``host_descriptor``s of the
+    (B, S, H, D) inputs, boxes of 64 query rows and ``BLOCK_N`` keys. ``QUEUE``: int32, zeroed,
+    ``1 + programs * CONSUMERS`` long (persistent causal launches; unread otherwise)."""
+    dtype: gl.constexpr = Q.dtype
     q_shared: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, HEAD_DIM], dtype)
     kv_shared: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
     q_smem = gl.allocate_shared_memory(dtype, [CONSUMERS, 64, HEAD_DIM], q_shared)
@@ -552,8 +523,7 @@ def _fwd_ws_kernel(
     k_full, k_empty, v_full, v_empty = ring_barriers(STAGES, CONSUMERS)
     turns = flag_barriers(CONSUMERS if PINGPONG else 1)  # one barrier: no ping-pong
 
-    args = (Q, K, V, O, LSE, SINKS, QUEUE, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks,
-            stride_kh, stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh, stride_lb,
+    args = (Q, K, V, O, LSE, SINKS, QUEUE, stride_ob, stride_os, stride_oh, stride_lb,
             stride_lh, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty, v_full,
             v_empty, turns, seqlen_q, seqlen_k, num_heads_q, heads_per_kv, num_tiles_m,
             num_columns, stack, qk_scale, beta, tie_window, min_gap, max_gap, has_sinks)
@@ -653,7 +623,7 @@ def launch_shape(batch, seqlen_q, heads_q, persistent, consumers, device, stack=
     return programs, tiles, columns
 
 
-def stacked_heads(q, causal, heads_per_kv, consumers, block_n) -> int:
+def stacked_heads(causal, heads_per_kv, consumers, block_n) -> int:
     """Query heads per column (``_tile_part``): a KV group's where a causal tile of one head's
     ``64 consumers`` consecutive rows would span a fraction of a ``block_n``-key tile (the D64
     config's 192 rows against 128 keys), so that its consumers would see different numbers of
@@ -661,10 +631,8 @@ def stacked_heads(q, causal, heads_per_kv, consumers, block_n) -> int:
     blocks (or two adjacent ones) sharing their K/V. Measured on an H200 (docs/kernel_notes.md,
     v41a), the D64 causal GQA forward with the fix: 3% faster at 4096 rows, 1% at 8192, 5-8% at
     2048 (which the Triton forward takes); D128's two consumers, already balanced, 1-4% slower
-    stacked. One where the heads are not adjacent in memory (the tile's Q parts are read as one
-    head's columns of the group's rows)."""
-    if (causal and heads_per_kv > 1 and (64 * consumers) % block_n
-            and q.stride(2) == q.shape[-1]):
+    stacked."""
+    if causal and heads_per_kv > 1 and (64 * consumers) % block_n:
         return heads_per_kv
     return 1
 
@@ -688,7 +656,7 @@ def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, ti
     batch, sq, hq, head_dim = q.shape
     sk, hk = k.shape[1], k.shape[2]
     block_n, stages, regs, consumers, pingpong = config or HOPPER_CONFIGS[head_dim]
-    stack = stacked_heads(q, causal, hq // hk, consumers, block_n)
+    stack = stacked_heads(causal, hq // hk, consumers, block_n)
     if persistent is None:
         persistent = persistent_launch(head_dim, causal, sq, stack > 1)
     if config is None and stack > 2 and stabilize:  # see HOPPER_CONFIGS
@@ -701,10 +669,8 @@ def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, ti
     if persistent and causal:
         queue = torch.zeros(1 + programs * consumers, device=q.device, dtype=torch.int32)
     _fwd_ws_kernel[(programs,)](
-        q, k, v, out, lse, lse if sinks is None else sinks, queue,
-        q.stride(0), q.stride(1), q.stride(2),
-        k.stride(0), k.stride(1), k.stride(2),
-        v.stride(0), v.stride(1), v.stride(2),
+        host_descriptor(q, 64), host_descriptor(k, block_n), host_descriptor(v, block_n), out,
+        lse, lse if sinks is None else sinks, queue,
         out.stride(0), out.stride(1), out.stride(2),
         lse.stride(0), lse.stride(1),
         sq, sk, hq, hq // hk, tiles, columns, stack,

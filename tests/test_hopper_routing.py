@@ -88,15 +88,14 @@ def test_a_launch_has_a_program_per_tile_or_at_most_one_per_sm(monkeypatch):
             176, 88, 2)
 
 
-@pytest.mark.parametrize("causal, heads_kv, stride_h, consumers, stack", [
-    (True, 2, 64, 3, 4), (True, 8, 64, 3, 1), (False, 2, 64, 3, 1), (True, 2, 128, 3, 1),
-    (True, 2, 64, 2, 1)])
+@pytest.mark.parametrize("causal, heads_kv, consumers, stack", [
+    (True, 2, 3, 4), (True, 8, 3, 1), (False, 2, 3, 1), (True, 2, 2, 1)])
 def test_a_kv_groups_heads_are_stacked_where_a_causal_tile_spans_part_of_a_key_tile(
-        causal, heads_kv, stride_h, consumers, stack):
-    """Stacked: causal, GQA (8 query heads on 2 KV heads), heads adjacent in memory, and
-    tiles of three 64-row parts against 128-key tiles (two parts make one key tile)."""
-    q = torch.empty(2, 256, 8, stride_h)[..., :64]
-    assert flash_fwd_hopper.stacked_heads(q, causal, 8 // heads_kv, consumers, 128) == stack
+        causal, heads_kv, consumers, stack):
+    """Stacked: causal, GQA (8 query heads on 2 KV heads), and tiles of three 64-row parts
+    against 128-key tiles (two parts make one key tile). Wherever the heads lie in memory: the
+    loader reads each part's rows through the (B, S, H, D) descriptor."""
+    assert flash_fwd_hopper.stacked_heads(causal, 8 // heads_kv, consumers, 128) == stack
 
 
 @pytest.mark.parametrize("head_dim, causal, stacked, below", [
@@ -130,13 +129,18 @@ def _forward_launch(monkeypatch, head_dim, heads_kv, seqlen, causal=True, stabil
 
 @pytest.mark.parametrize("head_dim, heads_kv, seqlen, adjacent, persistent", [
     (128, 16, 2048, True, True), (64, 2, 4096, True, True), (64, 8, 8192, True, True),
-    (64, 2, 4096, False, False), (64, 16, 4096, True, False), (128, 16, 8192, True, False)])
+    (64, 2, 4096, False, True), (64, 16, 4096, True, False), (128, 16, 8192, True, False)])
 def test_a_persistent_causal_launch_gets_a_zeroed_counter(monkeypatch, head_dim, heads_kv,
                                                           seqlen, adjacent, persistent):
     """Its programs take their tiles from ``QUEUE[0]`` and hand them to their consumers through
     one slot each after it; other launches pass a placeholder. (At D64 only tiles that stack a
-    KV group's heads, which needs the heads adjacent in memory, launch persistent.)"""
+    KV group's heads launch persistent, wherever the heads lie in memory: Q's descriptor
+    carries its strides.)"""
     kernel = _forward_launch(monkeypatch, head_dim, heads_kv, seqlen, heads_adjacent=adjacent)
+    q_desc = kernel.arg("Q")
+    row, head = (16 * head_dim, head_dim) if adjacent else (head_dim, seqlen * head_dim)
+    assert q_desc.strides == [16 * seqlen * head_dim, row, head, 1]
+    assert q_desc.block_shape == [1, 64, 1, head_dim]
     queue = kernel.arg("QUEUE")
     consumers = flash_fwd_hopper.HOPPER_CONFIGS[head_dim][3]
     assert (kernel.grid == (4,)) == persistent

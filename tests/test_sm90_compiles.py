@@ -57,7 +57,7 @@ def test_the_gluon_forward_compiles(head_dim, stabilize, causal, persistent):
     compiled = compile_for(flash_fwd_hopper._fwd_ws_kernel, dict(
         CAUSAL=causal, STABILIZE=stabilize, HEAD_DIM=head_dim, BLOCK_N=block_n, STAGES=stages,
         CONSUMER_REGS=regs, CONSUMERS=consumers, PINGPONG=pingpong, PERSISTENT=persistent,
-        num_warps=4))
+        num_warps=4), descriptors=dict(Q=64, K=block_n, V=block_n))
     assert compiled.metadata.num_warps == 4 * (consumers + 1)  # the consumers and the loader's
     # Persistent causal launches take their tiles from a counter (``_next_unit``), only they.
     assert ("atom.global.add.u32" in compiled.asm["ptx"]) == (persistent and causal)
@@ -72,7 +72,7 @@ def test_the_gluon_forward_compiles_without_ping_pong_for_stacked_heads(persiste
     compiled = compile_for(flash_fwd_hopper._fwd_ws_kernel, dict(
         CAUSAL=True, STABILIZE=True, HEAD_DIM=64, BLOCK_N=block_n, STAGES=stages,
         CONSUMER_REGS=regs, CONSUMERS=consumers, PINGPONG=False, PERSISTENT=persistent,
-        num_warps=4))
+        num_warps=4), descriptors=dict(Q=64, K=block_n, V=block_n))
     assert compiled.metadata.num_warps == 4 * (consumers + 1)
 
 
@@ -84,7 +84,7 @@ def test_the_gluon_dkdv_compiles(head_dim, causal, split):
     partials = {"DK": "*fp32", "DV": "*fp32"} if split else None
     compiled = compile_for(flash_bwd_hopper._dkdv_ws_kernel, dict(
         CAUSAL=causal, HEAD_DIM=head_dim, STAGES=stages, TILE_M=tile_m, CONSUMER_REGS=regs,
-        num_warps=4), pointers=partials)
+        num_warps=4), pointers=partials, descriptors=dict(Q=tile_m, K=64, V=64, DO=tile_m))
     assert compiled.metadata.num_warps == 12
 
 
@@ -94,5 +94,5 @@ def test_the_gluon_dq_compiles(head_dim, causal):
     block_n, stages, regs = flash_bwd_hopper.DQ_CONFIGS[head_dim]
     compiled = compile_for(flash_bwd_hopper._dq_ws_kernel, dict(
         CAUSAL=causal, HEAD_DIM=head_dim, BLOCK_N=block_n, STAGES=stages, CONSUMER_REGS=regs,
-        num_warps=4))
+        num_warps=4), descriptors=dict(Q=64, K=block_n, V=block_n, DO_TILES=64))
     assert compiled.metadata.num_warps == 12

@@ -87,18 +87,18 @@ def test_covered_calls_take_the_gluon_forward_and_meet_the_float64_rule(case, pe
         assert (out[~seen.transpose(1, 2)] == 0).all()
 
 
-def test_causal_gqa_with_heads_apart_in_memory_is_not_stacked(monkeypatch):
-    """Queries laid out heads first (a query head's rows adjacent, as a (B, H, S, D) tensor's
-    transpose): the heads are not stacked, and the forward equals the one on the same values
-    laid out (B, S, H, D), whose heads are, bit for bit."""
+def test_causal_gqa_with_heads_apart_in_memory_equals_heads_side_by_side(monkeypatch):
+    """Queries, keys and values laid out heads first (a head's rows adjacent, as a (B, H, S, D)
+    tensor's transpose), their tiles stacking a KV group's heads as well: the forward equals
+    the one on the same values laid out (B, S, H, D), bit for bit (the host's descriptors
+    carry the strides)."""
     q, k, v = _inputs(1, 2200, 2200, 8, 2, 64, torch.bfloat16, seed=64)
-    apart = q.transpose(1, 2).contiguous().transpose(1, 2)
+    apart = [x.transpose(1, 2).contiguous().transpose(1, 2) for x in (q, k, v)]
     block_n, _, _, consumers, _ = flash_fwd_hopper.HOPPER_CONFIGS[64]
-    assert flash_fwd_hopper.stacked_heads(apart, True, 4, consumers, block_n) == 1
-    assert flash_fwd_hopper.stacked_heads(q, True, 4, consumers, block_n) == 4
+    assert flash_fwd_hopper.stacked_heads(True, 4, consumers, block_n) == 4
     params = shift_params(q.dtype)
     out, lse = _forward(q, k, v, True, params, monkeypatch=monkeypatch)
-    out_apart, lse_apart = _forward(apart, k, v, True, params, monkeypatch=monkeypatch)
+    out_apart, lse_apart = _forward(*apart, True, params, monkeypatch=monkeypatch)
     assert torch.equal(out, out_apart) and torch.equal(lse, lse_apart)
 
 
