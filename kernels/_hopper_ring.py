@@ -14,6 +14,8 @@ until session 55), each program paid for writing and fencing them before its fir
 loader had to wait for a head's copies to land before writing the next head's over them.
 """
 
+import functools
+
 import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -32,9 +34,16 @@ def host_descriptor(x: torch.Tensor, rows: int) -> TensorDescriptor:
     """The TMA descriptor of ``x`` (B, S, H, D) (``_common.tma_ready``: 16-byte aligned, D
     contiguous) whose box is ``rows`` rows of one head, (1, rows, 1, D), in the shared layout
     of a (rows, D) tile (``load_rows``)."""
-    block = [1, rows, 1, x.shape[-1]]
-    layout = gl.NVMMASharedLayout.get_default_for(block, GL_DTYPES[x.dtype])
-    return TensorDescriptor(x, list(x.shape), list(x.stride()), block, layout)
+    block, layout = _box(rows, x.shape[-1], x.dtype)
+    return TensorDescriptor(x, list(x.shape), list(x.stride()), list(block), layout)
+
+
+@functools.lru_cache(maxsize=None)
+def _box(rows: int, head_dim: int, dtype: torch.dtype):
+    """``host_descriptor``'s box and shared layout (kept: making the layout is most of the
+    descriptor's host time)."""
+    block = (1, rows, 1, head_dim)
+    return block, gl.NVMMASharedLayout.get_default_for(list(block), GL_DTYPES[dtype])
 
 
 @gluon.jit
