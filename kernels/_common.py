@@ -350,7 +350,7 @@ def tma_ready(seqlen: int, *tensors: torch.Tensor, windowed: bool = True) -> boo
     under the interpreter (triton 3.9's mis-loads bf16 through descriptors), from
     ``TMA_MIN_SEQLEN`` on (``TMA_MIN_SEQLEN_UNMASKED`` for a call that is not ``windowed``:
     neither a causal mask nor a window), on a GPU with TMA (``has_tma``), and with 16-byte
-    aligned bases, strides and rows (multiples of 8 elements). The kernels build their
+    aligned bases, strides and rows (multiples of 8 elements). The Triton kernels build their
     descriptors on the device, which needs Triton's scratch allocator: set here for the calling
     thread (the autograd engine's threads included) unless one is set."""
     least = TMA_MIN_SEQLEN if windowed else TMA_MIN_SEQLEN_UNMASKED
