@@ -261,8 +261,9 @@ def faster_routes(triton_version: str) -> dict[tuple[int, bool], int]:
     (ptxas 13.4), where the Triton kernel stays 1-5% faster at 4096 (session 32, another H200).
     Causal 64 with GQA returned other bits on some repeated calls until the loader waited for
     the last head's copies before writing its descriptors (v30a, session 30:
-    gpu/dkdv_determinism.py, 0 of 390 calls against 7 of 390 before); a new route must pass
-    that script first."""
+    gpu/dkdv_determinism.py, 0 of 390 calls against 7 of 390 before; since session 55 the
+    descriptors are the host's and nothing is rewritten); a new route must pass that script
+    first."""
     routes = {(128, False): 0, (128, True): 0, (64, False): 0}
     if tuple(int(x) for x in triton_version.split(".")[:2]) < (3, 9):
         routes[64, True] = 4096
