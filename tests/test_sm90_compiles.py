@@ -4,7 +4,8 @@ Triton, on the CPU: the three Triton kernels at each tile config of their head-d
 at every config their tables ship (``flash_fwd_hopper.HOPPER_CONFIGS``,
 ``flash_bwd_hopper.HOPPER_CONFIGS`` and ``DQ_CONFIGS``), causal or not, the Gluon forward with
 the fix on and off (and without ping-pong, as its D64 causal GQA launches that stack 3 or more
-heads run).
+heads run). The Gluon kernels' TMA descriptor arguments take the boxes their launchers pass
+(read from a launch on CPU tensors with the kernel stood in).
 
 Only a GPU run calls these kernels, and the GPU machine's Triton (3.6) is older than the one a
 fresh install gets (3.9 here), whose Gluon, an experimental dialect, removed the TMA load the
@@ -18,12 +19,54 @@ from __future__ import annotations
 import pytest
 
 pytest.importorskip("triton.experimental.gluon._runtime")
+import torch  # noqa: E402
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor  # noqa: E402
+
 from benchmarks.compile_targets import compile_for, training_constexprs  # noqa: E402
 from hf_stable_attn.kernels import LAUNCHES, flash_bwd_hopper, flash_fwd_hopper  # noqa: E402
 from hf_stable_attn.kernels._common import INTERPRET, tile_config  # noqa: E402
+from kernel_stand_in import KernelStandIn  # noqa: E402
 
 pytestmark = pytest.mark.skipif(INTERPRET, reason="the kernels' GPU code is not traced under "
                                                   "TRITON_INTERPRET=1")
+
+def _descriptor_rows(module, kernel_name: str, launch) -> dict[str, int]:
+    """The box rows of each host TMA descriptor that ``launch`` (a call of ``module``'s launcher
+    on CPU tensors) passes to ``module.<kernel_name>``, stood in: what the compiled kernel's
+    descriptor arguments must be."""
+    stand_in = KernelStandIn(getattr(module, kernel_name).arg_names)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(module, kernel_name, stand_in)
+        launch()
+    return {name: arg.block_shape[1] for name, arg in zip(stand_in.arg_names, stand_in.args)
+            if isinstance(arg, TensorDescriptor)}
+
+
+def _tensors(head_dim: int, *shapes) -> list[torch.Tensor]:
+    return [torch.zeros(*shape, head_dim, dtype=torch.bfloat16) for shape in shapes]
+
+
+def _forward_rows(head_dim: int) -> dict[str, int]:
+    """``_descriptor_rows`` of the Gluon forward at its table's config for ``head_dim``."""
+    q, k = _tensors(head_dim, (1, 256, 4), (1, 256, 2))
+    return _descriptor_rows(flash_fwd_hopper, "_fwd_ws_kernel", lambda: (
+        flash_fwd_hopper.flash_attn_fwd_hopper(
+            q, k, k, softmax_scale=1.0, causal=False, stabilize=True, beta=2.0, tie_window=0.0,
+            min_gap=0.0, max_gap=1.0, persistent=False)))
+
+
+def _backward_rows(kernel_name: str, head_dim: int) -> dict[str, int]:
+    """``_descriptor_rows`` of the Gluon dQ or dK/dV kernel at its table's config."""
+    q, k = _tensors(head_dim, (1, 256, 4), (1, 256, 2))
+    lse = torch.zeros(1, 4, 256)
+    launches = {
+        "_dq_ws_kernel": lambda: flash_bwd_hopper.dq_hopper(
+            q, k, k, q, q, lse, lse, q, softmax_scale=1.0, causal=False),
+        "_dkdv_ws_kernel": lambda: flash_bwd_hopper.dkdv_hopper(
+            q, k, k, q, lse, lse, k[None], k[None], softmax_scale=1.0, causal=False),
+    }
+    return _descriptor_rows(flash_bwd_hopper, kernel_name, launches[kernel_name])
+
 
 TRITON_CASES = [
     pytest.param(part, head_dim, config, id=f"{part}-d{head_dim}-{'x'.join(map(str, config))}")
@@ -57,7 +100,7 @@ def test_the_gluon_forward_compiles(head_dim, stabilize, causal, persistent):
     compiled = compile_for(flash_fwd_hopper._fwd_ws_kernel, dict(
         CAUSAL=causal, STABILIZE=stabilize, HEAD_DIM=head_dim, BLOCK_N=block_n, STAGES=stages,
         CONSUMER_REGS=regs, CONSUMERS=consumers, PINGPONG=pingpong, PERSISTENT=persistent,
-        num_warps=4), descriptors=dict(Q=64, K=block_n, V=block_n))
+        num_warps=4), descriptors=_forward_rows(head_dim))
     assert compiled.metadata.num_warps == 4 * (consumers + 1)  # the consumers and the loader's
     # Persistent causal launches take their tiles from a counter (``_next_unit``), only they.
     assert ("atom.global.add.u32" in compiled.asm["ptx"]) == (persistent and causal)
@@ -72,7 +115,7 @@ def test_the_gluon_forward_compiles_without_ping_pong_for_stacked_heads(persiste
     compiled = compile_for(flash_fwd_hopper._fwd_ws_kernel, dict(
         CAUSAL=True, STABILIZE=True, HEAD_DIM=64, BLOCK_N=block_n, STAGES=stages,
         CONSUMER_REGS=regs, CONSUMERS=consumers, PINGPONG=False, PERSISTENT=persistent,
-        num_warps=4), descriptors=dict(Q=64, K=block_n, V=block_n))
+        num_warps=4), descriptors=_forward_rows(64))
     assert compiled.metadata.num_warps == 4 * (consumers + 1)
 
 
@@ -84,7 +127,7 @@ def test_the_gluon_dkdv_compiles(head_dim, causal, split):
     partials = {"DK": "*fp32", "DV": "*fp32"} if split else None
     compiled = compile_for(flash_bwd_hopper._dkdv_ws_kernel, dict(
         CAUSAL=causal, HEAD_DIM=head_dim, STAGES=stages, TILE_M=tile_m, CONSUMER_REGS=regs,
-        num_warps=4), pointers=partials, descriptors=dict(Q=tile_m, K=64, V=64, DO=tile_m))
+        num_warps=4), pointers=partials, descriptors=_backward_rows("_dkdv_ws_kernel", head_dim))
     assert compiled.metadata.num_warps == 12
 
 
@@ -94,5 +137,5 @@ def test_the_gluon_dq_compiles(head_dim, causal):
     block_n, stages, regs = flash_bwd_hopper.DQ_CONFIGS[head_dim]
     compiled = compile_for(flash_bwd_hopper._dq_ws_kernel, dict(
         CAUSAL=causal, HEAD_DIM=head_dim, BLOCK_N=block_n, STAGES=stages, CONSUMER_REGS=regs,
-        num_warps=4), descriptors=dict(Q=64, K=block_n, V=block_n, DO_TILES=64))
+        num_warps=4), descriptors=_backward_rows("_dq_ws_kernel", head_dim))
     assert compiled.metadata.num_warps == 12
