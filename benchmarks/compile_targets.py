@@ -6,6 +6,7 @@ its shared memory read) anywhere. The compile tests (``tests/test_sm90_compiles.
 
 from __future__ import annotations
 
+import torch
 from triton import compile as triton_compile
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
@@ -75,10 +76,9 @@ def compile_for(kernel, constexprs: dict, num_warps: int = 4, num_stages: int = 
 def descriptor_type(rows: int, head_dim: int) -> str:
     """The signature type of a Gluon kernel's ``_hopper_ring.host_descriptor`` argument over a
     bf16 tensor, box (1, rows, 1, head_dim)."""
-    from triton.experimental.gluon import language as gl
+    from hf_stable_attn.kernels._hopper_ring import descriptor_box
 
-    block = [1, rows, 1, head_dim]
-    layout = gl.NVMMASharedLayout.get_default_for(block, gl.bfloat16)
+    block, layout = descriptor_box(rows, head_dim, torch.bfloat16)
     return f"tensordesc<bf16[{', '.join(map(str, block))}],{layout!r}>"
 
 

@@ -34,14 +34,15 @@ def host_descriptor(x: torch.Tensor, rows: int) -> TensorDescriptor:
     """The TMA descriptor of ``x`` (B, S, H, D) (``_common.tma_ready``: 16-byte aligned, D
     contiguous) whose box is ``rows`` rows of one head, (1, rows, 1, D), in the shared layout
     of a (rows, D) tile (``load_rows``)."""
-    block, layout = _box(rows, x.shape[-1], x.dtype)
+    block, layout = descriptor_box(rows, x.shape[-1], x.dtype)
     return TensorDescriptor(x, list(x.shape), list(x.stride()), list(block), layout)
 
 
 @functools.lru_cache(maxsize=None)
-def _box(rows: int, head_dim: int, dtype: torch.dtype):
+def descriptor_box(rows: int, head_dim: int, dtype: torch.dtype):
     """``host_descriptor``'s box and shared layout (kept: making the layout is most of the
-    descriptor's host time)."""
+    descriptor's host time; ``benchmarks.compile_targets`` types the kernels' arguments with
+    them)."""
     block = (1, rows, 1, head_dim)
     return block, gl.NVMMASharedLayout.get_default_for(list(block), GL_DTYPES[dtype])
 
