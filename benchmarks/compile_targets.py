@@ -46,16 +46,22 @@ def compile_for(kernel, constexprs: dict, num_warps: int = 4, num_stages: int = 
     (``COMPILE_OPTIONS``) and ``options`` (e.g. ``maxnreg``). An int argument named in
     ``constexprs`` compiles as that constant (as Triton specializes 1). ``descriptors``: the
     Gluon kernels' host TMA descriptor arguments, name to box rows (``host_descriptor`` of a
-    bf16 (B, S, H, ``HEAD_DIM``) tensor)."""
+    bf16 (B, S, H, ``HEAD_DIM``) tensor); a Triton kernel's are its launcher's
+    (``triton_descriptors``)."""
     types = {**POINTERS, **(pointers or {})}
-    descriptors = descriptors or {}
+    gluon = gluon_runtime is not None and isinstance(kernel, gluon_runtime.GluonJITFunction)
+    if gluon:
+        descriptors = {name: descriptor_type(rows, constexprs["HEAD_DIM"])
+                       for name, rows in (descriptors or {}).items()}
+    else:
+        descriptors = triton_descriptors(kernel, constexprs)
     signature, attrs = {}, {}
     for i, param in enumerate(kernel.params):
         name = param.name
         if name in constexprs:
             signature[name] = "constexpr"
         elif name in descriptors:
-            signature[name] = descriptor_type(descriptors[name], constexprs["HEAD_DIM"])
+            signature[name] = descriptors[name]
         elif name.isupper():
             signature[name] = types.get(name, "*bf16")
             attrs[(i,)] = [["tt.divisibility", 16]]
@@ -65,12 +71,26 @@ def compile_for(kernel, constexprs: dict, num_warps: int = 4, num_stages: int = 
             signature[name] = "i64" if name == "seed" else "i32"
             if name.startswith("stride") and name != "stride_lh":
                 attrs[(i,)] = [["tt.divisibility", 16]]
-    gluon = gluon_runtime is not None and isinstance(kernel, gluon_runtime.GluonJITFunction)
     source = (gluon_runtime.GluonASTSource if gluon else ASTSource)(kernel, signature, constexprs,
                                                                      attrs)
     return triton_compile(source, target=GPUTarget("cuda", capability, 32),
                           options=dict(num_warps=num_warps, num_stages=num_stages,
                                        **COMPILE_OPTIONS, **options))
+
+
+def triton_descriptors(kernel, constexprs: dict) -> dict[str, str]:
+    """The signature types of the ``_common.row_descriptor`` arguments that ``kernel`` (one of
+    ``LAUNCHES``' Triton kernels) takes at compile-time arguments ``constexprs``: those of its
+    launcher's ``descriptor_slots`` (a TMA config in the dense layout), name to type."""
+    launch = next((launch for launch in LAUNCHES.values()
+                   if kernel is launch.kernel or kernel in launch.variants.values()), None)
+    if launch is None:
+        return {}
+    config = tuple(constexprs.get(name) for name in ("BLOCK_M", "BLOCK_N")) + (
+        None, None, constexprs.get("USE_TMA"))
+    names = [param.name for param in kernel.params]
+    return {names[index]: f"tensordesc<bf16[1, {rows}, 1, {width}]>"
+            for index, rows, width in launch.descriptor_slots(config, constexprs)}
 
 
 def descriptor_type(rows: int, head_dim: int) -> str:

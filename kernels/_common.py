@@ -15,6 +15,7 @@ import torch
 import triton
 import triton.language as tl
 from triton.runtime import _allocation
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from . import _tuning
 from ._ptxas import ptxas_for_compile
@@ -228,26 +229,58 @@ def key_tiles(start_m, seqlen_q, seqlen_k, window_left, window_right, HAS_WL: tl
     return lo, full_lo, full_hi, hi
 
 
+# How the Triton kernels read the rows they stream (K and V in the forward and dQ, Q and dO in
+# the dK/dV): ``tma_mode`` of the launch.
+POINTER_LOADS = tl.constexpr(0)
+# Packed sequences: a TMA descriptor per program, sequence and head, made on the device (rows
+# past the sequence read as zeros, not as the next sequence's).
+DEVICE_DESCRIPTORS = tl.constexpr(1)
+# The dense layout: the launcher's descriptor over the whole (B, S, H, D) tensor
+# (``row_descriptor``), so no program writes and fences one before its first copy.
+HOST_DESCRIPTORS = tl.constexpr(2)
+
+
+@triton.constexpr_function
+def tma_mode(use_tma, is_varlen):
+    """A kernel's ``TMA_MODE`` from its config's ``USE_TMA`` and its ``IS_VARLEN``."""
+    if not use_tma:
+        return POINTER_LOADS
+    return DEVICE_DESCRIPTORS if is_varlen else HOST_DESCRIPTORS
+
+
+def row_descriptor(x: torch.Tensor, rows: int, block_d: int) -> TensorDescriptor:
+    """The ``HOST_DESCRIPTORS`` argument for ``x`` (B, S, H, D) (``tma_ready``: 16-byte aligned,
+    D contiguous): a box of ``rows`` rows of one head, ``block_d`` wide (columns past D read as
+    zeros, as do rows past S)."""
+    return TensorDescriptor(x, list(x.shape), list(x.stride()), [1, rows, 1, block_d])
+
+
 @triton.jit
-def head_sources(A, B, b64, head, start, stride_ab, stride_ah, stride_as, stride_bb, stride_bh,
+def head_sources(A, B, b, head, start, stride_ab, stride_ah, stride_as, stride_bb, stride_bh,
                  stride_bs, seqlen, head_dim, BLOCK: tl.constexpr, BLOCK_D: tl.constexpr,
-                 USE_TMA: tl.constexpr):
+                 TMA_MODE: tl.constexpr):
     """``row_source``s of one head's rows in two (B, S, H, D)-strided tensors ``A`` and ``B``
-    (K and V, or Q and dO): head ``head`` of batch entry ``b64`` (int64), from row ``start``
-    (the sequence's first row in the packed layout), ``seqlen`` rows."""
-    a_rows = A + b64 * stride_ab + head * stride_ah + tl.cast(start, tl.int64) * stride_as
-    b_rows = B + b64 * stride_bb + head * stride_bh + tl.cast(start, tl.int64) * stride_bs
-    return (row_source(a_rows, seqlen, head_dim, stride_as, BLOCK, BLOCK_D, USE_TMA),
-            row_source(b_rows, seqlen, head_dim, stride_bs, BLOCK, BLOCK_D, USE_TMA))
+    (K and V, or Q and dO; ``row_descriptor``s with HOST_DESCRIPTORS): head ``head`` of batch
+    entry ``b``, from row ``start`` (the sequence's first row in the packed layout),
+    ``seqlen`` rows."""
+    if TMA_MODE == HOST_DESCRIPTORS:
+        return (A, b, head), (B, b, head)
+    else:
+        b64 = b.to(tl.int64)
+        start64 = tl.cast(start, tl.int64)
+        a_rows = A + b64 * stride_ab + head * stride_ah + start64 * stride_as
+        b_rows = B + b64 * stride_bb + head * stride_bh + start64 * stride_bs
+        return (row_source(a_rows, seqlen, head_dim, stride_as, BLOCK, BLOCK_D, TMA_MODE),
+                row_source(b_rows, seqlen, head_dim, stride_bs, BLOCK, BLOCK_D, TMA_MODE))
 
 
 @triton.jit
 def row_source(base, seqlen, head_dim, stride, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-               USE_TMA: tl.constexpr):
+               TMA_MODE: tl.constexpr):
     """What a kernel loads (BLOCK_N, BLOCK_D) tiles of one sequence's rows of K, V, Q or dO
-    from: a TMA descriptor over ``[seqlen, head_dim]`` at ``base`` (rows past the end read as
-    zeros), or ``base`` itself for pointer loads."""
-    if USE_TMA:
+    from through pointers or DEVICE_DESCRIPTORS: a TMA descriptor over ``[seqlen, head_dim]``
+    at ``base``, or ``base`` itself for pointer loads."""
+    if TMA_MODE == DEVICE_DESCRIPTORS:
         return tl.make_tensor_descriptor(base, shape=[seqlen, head_dim], strides=[stride, 1],
                                          block_shape=[BLOCK_N, BLOCK_D])
     else:
@@ -256,13 +289,17 @@ def row_source(base, seqlen, head_dim, stride, BLOCK_N: tl.constexpr, BLOCK_D: t
 
 @triton.jit
 def load_rows(src, start, rows, row_ok, stride, offs_d, d_ok, MASK_ROWS: tl.constexpr,
-              EVEN_D: tl.constexpr, USE_TMA: tl.constexpr, TRANSPOSED: tl.constexpr = False):
+              EVEN_D: tl.constexpr, TMA_MODE: tl.constexpr, TRANSPOSED: tl.constexpr = False):
     """A (BLOCK, BLOCK_D) tile ((BLOCK_D, BLOCK) when TRANSPOSED) of rows ``start`` onwards of
-    a ``row_source``: through its TMA descriptor when USE_TMA, else from pointers
-    ``src + rows * stride`` (``rows``: the int64 row indices, ``row_ok``: which are in range),
-    masked as ``load_tile`` does."""
-    if USE_TMA:
-        tile = src.load([start, 0])
+    a ``head_sources`` source: through its TMA descriptor (with HOST_DESCRIPTORS, the tuple
+    (descriptor, batch entry, head)), else from pointers ``src + rows * stride`` (``rows``: the
+    int64 row indices, ``row_ok``: which are in range), masked as ``load_tile`` does."""
+    if TMA_MODE != POINTER_LOADS:
+        if TMA_MODE == HOST_DESCRIPTORS:
+            box = src[0].load([src[1], start, src[2], 0])
+            tile = box.reshape(rows.shape[0], offs_d.shape[0])
+        else:
+            tile = src.load([start, 0])
         if TRANSPOSED:
             return tl.trans(tile)
         else:
@@ -350,9 +387,10 @@ def tma_ready(seqlen: int, *tensors: torch.Tensor, windowed: bool = True) -> boo
     under the interpreter (triton 3.9's mis-loads bf16 through descriptors), from
     ``TMA_MIN_SEQLEN`` on (``TMA_MIN_SEQLEN_UNMASKED`` for a call that is not ``windowed``:
     neither a causal mask nor a window), on a GPU with TMA (``has_tma``), and with 16-byte
-    aligned bases, strides and rows (multiples of 8 elements). The Triton kernels build their
-    descriptors on the device, which needs Triton's scratch allocator: set here for the calling
-    thread (the autograd engine's threads included) unless one is set."""
+    aligned bases, strides and rows (multiples of 8 elements). The Triton kernels build packed
+    sequences' descriptors on the device (``DEVICE_DESCRIPTORS``), which needs Triton's scratch
+    allocator: set here for the calling thread (the autograd engine's threads included) unless
+    one is set."""
     least = TMA_MIN_SEQLEN if windowed else TMA_MIN_SEQLEN_UNMASKED
     if INTERPRET or not TMA or seqlen < least or not has_tma(tensors[0].device):
         return False
@@ -435,10 +473,12 @@ class TiledLaunch:
     ``_ptxas.ptxas_for_compile``. ``last`` is the config of the latest call (None before
     the first), which benchmarks record beside their timings. ``variants`` (padded head dim ->
     kernel) names another compile of ``kernel``'s function that those head dims launch instead
-    (``runtime_ints_jit``).
+    (``runtime_ints_jit``). ``descriptors`` (argument name -> the tile meta-parameter that is
+    its box's rows) names the (B, S, H, D) tensors that a TMA config in the dense layout reads
+    through ``row_descriptor``s (``tma_mode``): ``launch`` makes them per config.
     """
 
-    def __init__(self, kernel, table, variants=None):
+    def __init__(self, kernel, table, variants=None, descriptors=None):
         self.kernel, self.table = kernel, table
         self.variants = variants or {}
         self.chosen, self.compiled, self.timings = {}, {}, {}
@@ -449,6 +489,9 @@ class TiledLaunch:
         if not all(p.is_constexpr for p in params[first:]):
             raise TypeError(f"{kernel}: compile-time parameters must come last")
         self.constexprs = [p.name for p in params[first:]]
+        names = getattr(kernel, "arg_names", None) or [p.name for p in params]  # interpreter's
+        self.descriptors = tuple((names.index(name), rows)
+                                 for name, rows in (descriptors or {}).items())
 
     def __call__(self, grid, block_d, key, args, flags, tma_ok=False):
         """Launch on ``grid`` (a function of the config's meta-parameters), on the device of
@@ -521,14 +564,25 @@ class TiledLaunch:
             return None
         exact = (key, config, args[0].device, specialization(args))
         compiled = self.compiled.get(exact)
+        launched = with_descriptors(args, self.descriptor_slots(config, flags))
         if compiled is None:
             with ptxas_for_compile():
                 compiled = self.compiled[exact] = self.kernel_for(block_d)[grid](
-                    *args, **flags, **meta)
+                    *launched, **flags, **meta)
         else:
             runner, values = self.bound(compiled, grid, {**flags, **meta})
-            runner(*args, *values)
+            runner(*launched, *values)
         return compiled
+
+    def descriptor_slots(self, config, flags) -> tuple:
+        """``(argument index, box rows, box width)`` of the arguments that launch as
+        ``row_descriptor``s with ``config`` and ``flags``: ``descriptors`` for a TMA config in
+        the dense layout, none otherwise (pointer loads, or descriptors the kernel makes per
+        packed sequence)."""
+        if not self.descriptors or not config[4] or flags["IS_VARLEN"]:
+            return ()
+        meta = tile_meta(config)
+        return tuple((index, meta[rows], flags["BLOCK_D"]) for index, rows in self.descriptors)
 
     def bound(self, compiled, grid, named) -> tuple:
         """``(runner, values)`` for a compiled kernel of this launcher: ``runner(*args,
@@ -536,6 +590,17 @@ class TiledLaunch:
         meta-parameters), whose compile-time values are ``values``, on the current stream."""
         return (compiled[(*grid(named), 1, 1)[:3]],
                 tuple(named[name] for name in self.constexprs))
+
+
+def with_descriptors(args, slots: tuple):
+    """``args`` with the tensors at ``TiledLaunch.descriptor_slots`` ``slots`` replaced by their
+    ``row_descriptor``s; ``args`` itself where there are none."""
+    if not slots:
+        return args
+    args = list(args)
+    for index, rows, block_d in slots:
+        args[index] = row_descriptor(args[index], rows, block_d)
+    return args
 
 
 def tile_meta(config) -> dict:

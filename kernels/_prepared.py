@@ -63,19 +63,22 @@ def seed_width(seed: int) -> bool:
 class Prepared:
     """One ``TiledLaunch`` launch fixed but for its first ``tensors`` arguments and the dropout
     seed (argument ``seed_at``): ``prepared(tensors, seed)`` launches the same compiled kernel
-    on the same grid. Its config becomes the launcher's ``last``, as a full launch's does."""
+    on the same grid, a TMA config's descriptors made from the tensors at ``slots``
+    (``TiledLaunch.descriptor_slots``). Its config becomes the launcher's ``last``, as a full
+    launch's does."""
 
-    __slots__ = ("launch", "config", "runner", "before", "after", "constexprs")
+    __slots__ = ("launch", "config", "runner", "before", "after", "constexprs", "slots")
 
-    def __init__(self, launch, runner, constexprs, args, tensors: int, seed_at: int):
+    def __init__(self, launch, runner, constexprs, args, tensors: int, seed_at: int,
+                 slots: tuple):
         self.launch, self.config, self.runner = launch, launch.last, runner
         self.before, self.after = args[tensors:seed_at], args[seed_at + 1:]
         self.constexprs = constexprs
+        self.slots = slots
 
     def __call__(self, tensors: tuple, seed: int) -> None:
-        if self.config[4]:  # TMA: descriptors are built on the device, in scratch per thread
-            _common.ensure_allocator()
         self.launch.last = self.config
+        tensors = _common.with_descriptors(tensors, self.slots)
         self.runner(*tensors, *self.before, seed, *self.after, *self.constexprs)
 
 
@@ -86,4 +89,5 @@ def prepare(launch, compiled, grid, args, flags, tensors: int, seed_at: int) -> 
     if compiled is None:
         return None
     named = {**flags, **_common.tile_meta(launch.last)}
-    return Prepared(launch, *launch.bound(compiled, grid, named), args, tensors, seed_at)
+    slots = launch.descriptor_slots(launch.last, flags)  # among the tensors, made per call
+    return Prepared(launch, *launch.bound(compiled, grid, named), args, tensors, seed_at, slots)

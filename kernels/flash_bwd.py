@@ -28,7 +28,7 @@ from ._common import (
     COMPILE_OPTIONS, INTERPRET, LOG2E, TiledLaunch, block_d, ceil_div, check_grid, dot,
     keep_mask, head_sources, key_mask_args, key_tiles, last_dim_contiguous, load_rows,
     lse_layout, on_device_of, rounded, runtime_ints_jit, scheduled_tile, scores, seq_bucket,
-    seq_layout, seeded_jit, sequence_bounds, sm_count, tma_ready, visible,
+    seq_layout, seeded_jit, sequence_bounds, sm_count, tma_mode, tma_ready, visible,
 )
 
 try:
@@ -42,17 +42,17 @@ LOG2E_C = tl.constexpr(LOG2E)
 @triton.jit
 def _query_tile(q_src, do_src, LSE, DELTA, l_base, start_m, offs_m, stride_qs, stride_ds,
                 offs_d, d_ok, seqlen_q, MASKED: tl.constexpr, EVEN_D: tl.constexpr,
-                USE_TMA: tl.constexpr, TRANSPOSED: tl.constexpr):
+                TMA_MODE: tl.constexpr, TRANSPOSED: tl.constexpr):
     """One query tile of the dK/dV's loop, rows ``offs_m`` (BLOCK_M,) from ``start_m``: ``(q,
     do, lse2, delta)``, q (BLOCK_M, BLOCK_D) or with TRANSPOSED (BLOCK_D, BLOCK_M), do (BLOCK_M,
     BLOCK_D), the rows' log-sum-exp in log2 units and ``delta``; rows past the sequence (MASKED)
     read lse +inf and delta 0."""
     row_ok = offs_m < seqlen_q
     rows = offs_m.to(tl.int64)
-    q = load_rows(q_src, start_m, rows, row_ok, stride_qs, offs_d, d_ok, MASKED, EVEN_D, USE_TMA,
+    q = load_rows(q_src, start_m, rows, row_ok, stride_qs, offs_d, d_ok, MASKED, EVEN_D, TMA_MODE,
                   TRANSPOSED)
     do = load_rows(do_src, start_m, rows, row_ok, stride_ds, offs_d, d_ok, MASKED, EVEN_D,
-                   USE_TMA)
+                   TMA_MODE)
     if MASKED:
         lse2 = tl.load(LSE + l_base + offs_m, mask=row_ok, other=float("inf")) * LOG2E_C
         delta = tl.load(DELTA + l_base + offs_m, mask=row_ok, other=0.0)
@@ -86,13 +86,13 @@ def _dkdv_tiles(
     num_heads_q, qk_scale, softcap, window_left, window_right, dropout_p, drop_scale, seed,
     MASKED: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
     HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, HAS_KPM: tl.constexpr,
-    DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_M: tl.constexpr, USE_TMA: tl.constexpr,
+    DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_M: tl.constexpr, TMA_MODE: tl.constexpr,
     ROWS_FIRST: tl.constexpr,
 ):
     """Query tiles ``[lo, hi)`` of one head against a resident key tile. Unmasked tiles lie
     inside the sequence and the window; with HAS_KPM, keys whose ``key_ok`` (BLOCK_N,) is false
-    get no probability in any tile. Q/dO come from TMA descriptors ``q_src``/``do_src`` (this
-    sequence's rows) when USE_TMA, else from pointers at those bases.
+    get no probability in any tile. Q/dO come from ``q_src``/``do_src`` (``head_sources``) as
+    TMA_MODE says.
 
     The scores are transposed, (BLOCK_N, BLOCK_M), so no register tile needs a transpose; with
     ROWS_FIRST they are (BLOCK_M, BLOCK_N), S = Q K^T and dP = dO V^T, and P^T and dS^T reach dV
@@ -104,7 +104,7 @@ def _dkdv_tiles(
         offs_m = start_m + offs_m0
         q, do, lse2, delta = _query_tile(q_src, do_src, LSE, DELTA, l_base, start_m, offs_m,
                                          stride_qs, stride_ds, offs_d, d_ok, seqlen_q, MASKED,
-                                         EVEN_D, USE_TMA, not ROWS_FIRST)
+                                         EVEN_D, TMA_MODE, not ROWS_FIRST)
         if ROWS_FIRST:
             s = scores(dot(q, tl.trans(k), DOT_FP32), qk_scale, softcap, HAS_SOFTCAP)  # (M, N)
             p = _row_probs(s, lse2, offs_m, offs_n, key_ok, seqlen_q, seqlen_k, window_left,
@@ -170,6 +170,7 @@ def _dkdv_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr,
     ROWS_FIRST_MIN_M: tl.constexpr,
 ):
+    TMA_MODE: tl.constexpr = tma_mode(USE_TMA, IS_VARLEN)
     # In the grid's own order: each column's heaviest key tile (a causal mask's first) starts
     # first already; the balanced order measured no faster here (docs/kernel_notes.md, v17a).
     start_n = tl.program_id(0) * BLOCK_N
@@ -224,20 +225,20 @@ def _dkdv_kernel(
     ROWS_FIRST: tl.constexpr = ROWS_FIRST_MIN_M > 0 and BLOCK_M >= ROWS_FIRST_MIN_M
     for g in range(split * heads_per_split, (split + 1) * heads_per_split):
         h = hk * group + g
-        q_src, do_src = head_sources(Q, DO, b64, h, q_start, stride_qb, stride_qh, stride_qs,
+        q_src, do_src = head_sources(Q, DO, b, h, q_start, stride_qb, stride_qh, stride_qs,
                                      stride_db, stride_dh, stride_ds, seqlen_q, head_dim, BLOCK_M,
-                                     BLOCK_D, USE_TMA)
+                                     BLOCK_D, TMA_MODE)
         l_base = b64 * stride_lb + h * stride_lh + q_start
         args = (k, v, key_ok, q_src, do_src, LSE, DELTA, l_base, stride_qs, stride_ds,
                 offs_n, offs_d, d_ok, b, h)
         dk, dv = _dkdv_tiles(dk, dv, *args, lo, full_lo, *consts, True, HAS_WL, HAS_WR,
-                             HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_M, USE_TMA,
+                             HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_M, TMA_MODE,
                              ROWS_FIRST)
         dk, dv = _dkdv_tiles(dk, dv, *args, full_lo, full_hi, *consts, False, HAS_WL, HAS_WR,
-                             HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_M, USE_TMA,
+                             HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_M, TMA_MODE,
                              ROWS_FIRST)
         dk, dv = _dkdv_tiles(dk, dv, *args, full_hi, hi, *consts, True, HAS_WL, HAS_WR,
-                             HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_M, USE_TMA,
+                             HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_M, TMA_MODE,
                              ROWS_FIRST)
 
     dk = dk * softmax_scale
@@ -256,7 +257,7 @@ def _dq_tiles(
     num_heads_q, qk_scale, softcap, window_left, window_right, dropout_p, drop_scale, seed,
     MASKED: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
     HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, HAS_KPM: tl.constexpr,
-    DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr,
+    DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_N: tl.constexpr, TMA_MODE: tl.constexpr,
     ROWSUM_P_DP: tl.constexpr,
 ):
     """Key tiles ``[lo, hi)`` for a resident query tile: ``(dq, p_dp)`` with ROWSUM_P_DP adding
@@ -269,9 +270,9 @@ def _dq_tiles(
         col_ok = cols < seqlen_k
         rows = cols.to(tl.int64)
         k = load_rows(k_src, start_n, rows, col_ok, stride_ks, offs_d, d_ok, MASKED, EVEN_D,
-                      USE_TMA)
+                      TMA_MODE)
         v = load_rows(v_src, start_n, rows, col_ok, stride_vs, offs_d, d_ok, MASKED, EVEN_D,
-                      USE_TMA)
+                      TMA_MODE)
         s = scores(dot(q, tl.trans(k), DOT_FP32), qk_scale, softcap, HAS_SOFTCAP)
         p = _row_probs(s, lse2, offs_m, cols, col_ok, seqlen_q, seqlen_k, window_left,
                        window_right, MASKED, HAS_WL, HAS_WR, False)
@@ -316,6 +317,7 @@ def _dq_kernel(
     ROWSUM_P_DP: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr,
 ):
+    TMA_MODE: tl.constexpr = tma_mode(USE_TMA, IS_VARLEN)
     tile, bh = scheduled_tile(HAS_WR)  # heaviest first where a causal mask makes tiles uneven
     start_m = tile * BLOCK_M
     b = bh // num_heads_q
@@ -343,9 +345,9 @@ def _dq_kernel(
     tl.store(DELTA + l_off, delta, mask=offs_m < seqlen_q)
     lse = tl.load(LSE + l_off, mask=offs_m < seqlen_q, other=float("inf"))
     lse2 = lse * LOG2E_C
-    k_src, v_src = head_sources(K, V, b64, hk, k_start, stride_kb, stride_kh, stride_ks,
+    k_src, v_src = head_sources(K, V, b, hk, k_start, stride_kb, stride_kh, stride_ks,
                                 stride_vb, stride_vh, stride_vs, seqlen_k, head_dim, BLOCK_N,
-                                BLOCK_D, USE_TMA)
+                                BLOCK_D, TMA_MODE)
     lo, full_lo, full_hi, hi = key_tiles(start_m, seqlen_q, seqlen_k, window_left, window_right,
                                          HAS_WL, HAS_WR, BLOCK_M, BLOCK_N)
 
@@ -356,13 +358,13 @@ def _dq_kernel(
     consts = (seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k, num_heads_q, qk_scale, softcap,
               window_left, window_right, dropout_p, drop_scale, seed)
     dq, p_dp = _dq_tiles(dq, p_dp, *args, lo, full_lo, *consts, True, HAS_WL, HAS_WR,
-                         HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_N, USE_TMA,
+                         HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_N, TMA_MODE,
                          ROWSUM_P_DP)
     dq, p_dp = _dq_tiles(dq, p_dp, *args, full_lo, full_hi, *consts, False, HAS_WL, HAS_WR,
-                         HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_N, USE_TMA,
+                         HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_N, TMA_MODE,
                          ROWSUM_P_DP)
     dq, p_dp = _dq_tiles(dq, p_dp, *args, full_hi, hi, *consts, True, HAS_WL, HAS_WR,
-                         HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_N, USE_TMA,
+                         HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_N, TMA_MODE,
                          ROWSUM_P_DP)
     if ROWSUM_P_DP:
         tl.store(P_DP + l_off, p_dp, mask=offs_m < seqlen_q)
@@ -412,8 +414,9 @@ _DQ_CONFIGS = {
 # entry, at 128 the best entry 1% slower (docs/kernel_notes.md, v43b, sessions 43-44).
 _dkdv_kernel_runtime_group = runtime_ints_jit(_dkdv_kernel, ("group", "splits"))
 _dkdv_launch = TiledLaunch(_dkdv_kernel, _DKDV_CONFIGS,
-                           variants={256: _dkdv_kernel_runtime_group})
-_dq_launch = TiledLaunch(_dq_kernel, _DQ_CONFIGS)
+                           variants={256: _dkdv_kernel_runtime_group},
+                           descriptors={"Q": "BLOCK_M", "DO": "BLOCK_M"})
+_dq_launch = TiledLaunch(_dq_kernel, _DQ_CONFIGS, descriptors={"K": "BLOCK_N", "V": "BLOCK_N"})
 
 
 def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,

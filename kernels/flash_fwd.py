@@ -23,7 +23,7 @@ from ._common import (
     INTERPRET, LN2, LOG2E, TiledLaunch, at_least, block_d, ceil_div, check_grid, dot,
     keep_mask, head_sources, key_mask_args, key_tiles, last_dim_contiguous, load_rows, lse_layout,
     on_device_of, rounded, scheduled_tile, scores_unscaled, seeded_jit, seq_bucket, seq_layout,
-    sequence_bounds, tie_gap, tma_ready, visible,
+    sequence_bounds, tie_gap, tma_mode, tma_ready, visible,
 )
 
 try:
@@ -45,12 +45,11 @@ def _fwd_tiles(
     MASKED: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
     HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, HAS_KPM: tl.constexpr,
     STABILIZE: tl.constexpr, SHIFT_SINGLE: tl.constexpr,
-    DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr,
+    DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_N: tl.constexpr, TMA_MODE: tl.constexpr,
 ):
     """Key tiles ``[lo, hi)``; MASKED applies the causal/window/length mask (only the tiles
     on a mask boundary take this path), HAS_KPM the key padding mask row ``kpm_row`` (every
-    tile). K/V come from TMA descriptors ``k_src``/``v_src`` when USE_TMA (rows past the
-    sequence read as zeros), else from pointers at those bases."""
+    tile). K/V come from ``k_src``/``v_src`` (``head_sources``) as TMA_MODE says."""
     offs_n = tl.arange(0, BLOCK_N)
     # A masked range holds the few tiles a mask edge crosses within the block's rows: software
     # pipelining buys it little, and its prologue and epilogue made the forward up to 27% slower
@@ -59,7 +58,7 @@ def _fwd_tiles(
         cols = start_n + offs_n
         col_ok = cols < seqlen_k
         k = load_rows(k_src, start_n, cols.to(tl.int64), col_ok, stride_ks, offs_d, d_ok, MASKED,
-                      EVEN_D, USE_TMA)
+                      EVEN_D, TMA_MODE)
         # s * s_scale are the scores in log2 units; the scale is applied once per row to the
         # max and folded into exp2's argument (one FMA per score instead of a multiply and an add).
         s, s_scale = scores_unscaled(dot(q, tl.trans(k), DOT_FP32), qk_scale, softcap, HAS_SOFTCAP)
@@ -102,7 +101,7 @@ def _fwd_tiles(
                              offs_m, cols)
             p = tl.where(keep, p * drop_scale, 0.0)
         v = load_rows(v_src, start_n, cols.to(tl.int64), col_ok, stride_vs, offs_d, d_ok, MASKED,
-                      EVEN_D, USE_TMA)
+                      EVEN_D, TMA_MODE)
         acc = acc * alpha[:, None] + dot(rounded(p, v.dtype), v, DOT_FP32)
     return acc, l_i, m1, tied, shift
 
@@ -140,6 +139,7 @@ def _fwd_kernel(
     DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_D: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr,
 ):
+    TMA_MODE: tl.constexpr = tma_mode(USE_TMA, IS_VARLEN)
     tile, bh = scheduled_tile(HAS_WR)  # heaviest first where a causal mask makes tiles uneven
     start_m = tile * BLOCK_M
     b = bh // num_heads_q
@@ -158,9 +158,9 @@ def _fwd_kernel(
     q_ptrs = (Q + b64 * stride_qb + h * stride_qh
               + (q_start + offs_m).to(tl.int64)[:, None] * stride_qs + offs_d[None, :])
     q = tl.load(q_ptrs, mask=(offs_m[:, None] < seqlen_q) & d_ok[None, :], other=0.0)
-    k_src, v_src = head_sources(K, V, b64, hk, k_start, stride_kb, stride_kh, stride_ks,
+    k_src, v_src = head_sources(K, V, b, hk, k_start, stride_kb, stride_kh, stride_ks,
                                 stride_vb, stride_vh, stride_vs, seqlen_k, head_dim, BLOCK_N,
-                                BLOCK_D, USE_TMA)
+                                BLOCK_D, TMA_MODE)
     lo, full_lo, full_hi, hi = key_tiles(start_m, seqlen_q, seqlen_k, window_left, window_right,
                                          HAS_WL, HAS_WR, BLOCK_M, BLOCK_N)
 
@@ -176,15 +176,15 @@ def _fwd_kernel(
     acc, l_i, m1, tied, shift = _fwd_tiles(
         acc, l_i, m1, tied, shift, q, *args, lo, full_lo, *consts, True, HAS_WL, HAS_WR,
         HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, STABILIZE, SHIFT_SINGLE, DOT_FP32, EVEN_D, BLOCK_N,
-        USE_TMA)
+        TMA_MODE)
     acc, l_i, m1, tied, shift = _fwd_tiles(
         acc, l_i, m1, tied, shift, q, *args, full_lo, full_hi, *consts, False, HAS_WL, HAS_WR,
         HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, STABILIZE, SHIFT_SINGLE, DOT_FP32, EVEN_D, BLOCK_N,
-        USE_TMA)
+        TMA_MODE)
     acc, l_i, m1, tied, shift = _fwd_tiles(
         acc, l_i, m1, tied, shift, q, *args, full_hi, hi, *consts, True, HAS_WL, HAS_WR,
         HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, STABILIZE, SHIFT_SINGLE, DOT_FP32, EVEN_D, BLOCK_N,
-        USE_TMA)
+        TMA_MODE)
 
     has_keys = l_i > 0.0
     l_safe = tl.where(has_keys, l_i, 1.0)
@@ -222,7 +222,8 @@ _FWD_CONFIGS = {
           (128, 64, 8, 3), (64, 64, 4, 2)],
     256: [(128, 64, 8, 2), (128, 32, 8, 3), (64, 64, 4, 3), (64, 32, 4, 2), (128, 64, 8, 2, True)],
 }
-_fwd_launch = TiledLaunch(_fwd_kernel, _FWD_CONFIGS)
+_fwd_launch = TiledLaunch(_fwd_kernel, _FWD_CONFIGS,
+                          descriptors={"K": "BLOCK_N", "V": "BLOCK_N"})
 
 
 def flash_attn_fwd(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,

@@ -464,3 +464,28 @@ def test_cpu_tensors_need_no_device(monkeypatch):
     monkeypatch.setattr(torch.cuda, "current_device", lambda: pytest.fail("no CUDA device here"))
     with _common.on_device_of(X):
         pass
+
+
+@pytest.mark.parametrize("varlen", [False, True], ids=["dense", "packed"])
+def test_tma_configs_in_the_dense_layout_launch_with_descriptors_of_the_streamed_tensors(
+        monkeypatch, varlen):
+    """A TMA config reads the dense layout's K (here) through a descriptor the launcher makes
+    per config, box (1, BLOCK_N, 1, BLOCK_D) over the whole (B, S, H, D) tensor with its
+    strides; packed sequences and pointer configs get the tensor itself."""
+    monkeypatch.setattr(_common, "AUTOTUNE", False)
+    monkeypatch.setattr(_common, "INTERPRET", False)
+    k = torch.zeros(2, 3, 40, 48, dtype=torch.bfloat16).transpose(1, 2)  # heads apart, D < 64
+    table = {64: [(64, 32, 4, 3, True), (128, 16, 8, 3)]}
+    kernel = _Kernel(params=[("Q", False), ("K", False), ("n", False), ("IS_VARLEN", True)])
+    launch = TiledLaunch(kernel, table, descriptors={"K": "BLOCK_N"})
+    flags = {"IS_VARLEN": varlen, "BLOCK_D": 64}
+    for tma_ok in (True, False):
+        launch(_grid, 64, ("key", tma_ok), (X, k, 3), flags, tma_ok)
+    (_, with_tma, _), (_, without, _) = kernel.launches
+    assert with_tma[0] is X and without[1] is k
+    if varlen:
+        assert with_tma[1] is k
+    else:
+        desc = with_tma[1]
+        assert desc.base is k and desc.block_shape == [1, 32, 1, 64]
+        assert (desc.shape, desc.strides) == (list(k.shape), list(k.stride()))

@@ -5,6 +5,7 @@ full path."""
 
 import pytest
 import torch
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from hf_stable_attn.kernels import _common, _prepared, flash_bwd, flash_fwd
 from hf_stable_attn.shift_rule import shift_params
@@ -61,7 +62,10 @@ def _same_launch(planned, full, inputs):
     assert grid_a == grid_b and len(args_a) == len(args_b)
     firsts_a, firsts_b = {}, {}
     for i, (a, b) in enumerate(zip(args_a, args_b)):
-        if isinstance(a, torch.Tensor):
+        if isinstance(a, TensorDescriptor):  # a TMA config's, made per call from its tensor
+            assert isinstance(b, TensorDescriptor) and a.base is b.base, f"argument {i}"
+            assert (a.shape, a.strides, a.block_shape) == (b.shape, b.strides, b.block_shape)
+        elif isinstance(a, torch.Tensor):
             assert isinstance(b, torch.Tensor)
             if any(a is t for t in inputs) or any(b is t for t in inputs):
                 assert a is b, f"argument {i}"
@@ -84,13 +88,25 @@ CASES = {
     "causal": dict(shape=(2, 96, 4, 4, 64), causal=True),
     "gqa-window-softcap": dict(shape=(1, 80, 8, 2, 32), window_left=16, softcap=20.0),
     "dropout": dict(shape=(2, 64, 2, 2, 64), dropout_p=0.1, causal=True),
-    "tma-length": dict(shape=(1, _common.TMA_MIN_SEQLEN, 2, 1, 64), causal=True),
+    "tma": dict(shape=(1, _common.TMA_MIN_SEQLEN, 2, 1, 64), causal=True),
 }
 
 
+def _tma_on_this_cpu(monkeypatch, case):
+    """For the "tma" case, ``tma_ready`` as on a Hopper GPU: the TMA configs launch."""
+    if case == "tma":
+        monkeypatch.setattr(_common, "has_tma", lambda device: True)
+
+
+def _descriptors(args) -> list:
+    """``(tensor, box)`` of each TMA descriptor among a launch's arguments."""
+    return [(a.base, a.block_shape) for a in args if isinstance(a, TensorDescriptor)]
+
+
 @pytest.mark.parametrize("case", CASES, ids=list(CASES))
-def test_a_planned_forward_launches_what_the_full_path_would(recorders, case):
+def test_a_planned_forward_launches_what_the_full_path_would(recorders, monkeypatch, case):
     kernels, full_paths = recorders
+    _tma_on_this_cpu(monkeypatch, case)
     shape, opts = CASES[case]["shape"], {k: v for k, v in CASES[case].items() if k != "shape"}
     dropout = bool(opts.get("dropout_p"))
     kw = launch_kwargs(shape[1], shape[1], shape[-1], **opts, seed=1234567 if dropout else 0)
@@ -104,6 +120,9 @@ def test_a_planned_forward_launches_what_the_full_path_would(recorders, case):
     assert full_paths == ["fwd", "fwd"]
     planned, full = kernels["fwd"].compiled_launches[-2:]
     _same_launch(planned, full, (q, k, v))
+    block_n = flash_fwd._fwd_launch.last[1]
+    assert _descriptors(planned[1]) == ([(k, [1, block_n, 1, 64]), (v, [1, block_n, 1, 64])]
+                                        if case == "tma" else [])
     if dropout:  # the plan was made with another seed: this call's reached the kernel
         assert kw["seed"] in [a for a in planned[1] if type(a) is int]
 
@@ -111,6 +130,7 @@ def test_a_planned_forward_launches_what_the_full_path_would(recorders, case):
 @pytest.mark.parametrize("case", CASES, ids=list(CASES))
 def test_a_planned_backward_launches_what_the_full_path_would(recorders, monkeypatch, case):
     kernels, full_paths = recorders
+    _tma_on_this_cpu(monkeypatch, case)
     # many SMs: the group split (fp32 partials summed afterwards) for the GQA case
     monkeypatch.setattr(flash_bwd, "sm_count", lambda device: 10_000)
     shape, opts = CASES[case]["shape"], {k: v for k, v in CASES[case].items() if k != "shape"}
@@ -131,9 +151,13 @@ def test_a_planned_backward_launches_what_the_full_path_would(recorders, monkeyp
     _prepared.clear_plans()
     full_grads = flash_bwd.flash_attn_bwd(*tensors, **kw)
     assert full_paths == ["bwd", "bwd"]
-    for name in ("dq", "dkdv"):
+    dout, q, k, v = tensors[:4]
+    streamed = {"dq": ((k, 1), (v, 1)), "dkdv": ((q, 0), (dout, 0))}  # box rows: BLOCK_N, _M
+    for name, launch in (("dq", flash_bwd._dq_launch), ("dkdv", flash_bwd._dkdv_launch)):
         planned, full = kernels[name].compiled_launches[-2:]
         _same_launch(planned, full, tensors)
+        expected = [(t, [1, launch.last[rows], 1, 64]) for t, rows in streamed[name]]
+        assert _descriptors(planned[1]) == (expected if case == "tma" else [])
     for g, h in zip(grads, full_grads):
         assert (g.shape, g.stride(), g.dtype) == (h.shape, h.stride(), h.dtype)
 

@@ -5,7 +5,8 @@ at every config their tables ship (``flash_fwd_hopper.HOPPER_CONFIGS``,
 ``flash_bwd_hopper.HOPPER_CONFIGS`` and ``DQ_CONFIGS``), causal or not, the Gluon forward with
 the fix on and off (and without ping-pong, as its D64 causal GQA launches that stack 3 or more
 heads run). The Gluon kernels' TMA descriptor arguments take the boxes their launchers pass
-(read from a launch on CPU tensors with the kernel stood in).
+(read from a launch on CPU tensors with the kernel stood in), the Triton kernels' those of
+their launchers' ``descriptor_slots``.
 
 Only a GPU run calls these kernels, and the GPU machine's Triton (3.6) is older than the one a
 fresh install gets (3.9 here), whose Gluon, an experimental dialect, removed the TMA load the
@@ -89,6 +90,19 @@ def test_the_triton_kernels_compile(part, head_dim, config):
         constexprs.update(ROWSUM_P_DP=head_dim == 64)
     compiled = compile_for(LAUNCHES[part].kernel_for(head_dim), constexprs, warps, stages)
     assert compiled.metadata.num_warps == warps
+    # TMA configs read the dense layout through the launcher's descriptors: none is made on
+    # the device (``tensormap.replace`` writes one).
+    assert "tensormap.replace" not in compiled.asm["ptx"]
+
+
+@pytest.mark.parametrize("part", sorted(LAUNCHES))
+def test_the_triton_kernels_make_their_descriptors_for_packed_sequences(part):
+    """Packed sequences (``IS_VARLEN``) at a TMA config: the kernel makes a descriptor per
+    sequence and head on the device (``_common.DEVICE_DESCRIPTORS``)."""
+    config = next(c for c in map(tile_config, LAUNCHES[part].table[64]) if c[4])
+    constexprs = {**training_constexprs(part, 64, config), "IS_VARLEN": True}
+    compiled = compile_for(LAUNCHES[part].kernel_for(64), constexprs, config[2], config[3])
+    assert "tensormap.replace" in compiled.asm["ptx"]
 
 
 @pytest.mark.parametrize("persistent", [False, True], ids=["per-tile", "persistent"])
