@@ -434,9 +434,35 @@ def specialization(args) -> tuple:
     return tuple(
         (a == 1, a % 16 == 0, -0x80000000 <= a <= 0x7FFFFFFF) if type(a) is int
         else (a.dtype, a.data_ptr() % 16 == 0) if isinstance(a, torch.Tensor)
+        else (a.base.dtype, tuple(a.block_shape)) if hasattr(a, "block_shape")  # TMA descriptor
         else type(a)
         for a in args
     )
+
+
+_COMPILED: dict = {}
+
+
+def launch_compiled(kernel, grid: tuple, args: tuple, constexprs: dict, **options) -> None:
+    """``kernel[grid](*args, **constexprs, **options)`` on the current device and stream (that of
+    ``args[0]``, a tensor or a TMA descriptor), through Triton's JIT only on the first call per
+    kernel, device, argument ``specialization``, compile-time arguments and options: later calls
+    run the compiled kernel that call returned. ``constexprs`` and ``options`` must name all of
+    ``kernel``'s compile-time parameters. The JIT's own path took 25-90 us more per launch of
+    the Gluon kernels than of the same kernels with pointers where their TMA descriptors are
+    arguments (docs/kernel_notes.md, session 55)."""
+    device = getattr(args[0], "base", args[0]).device
+    key = (kernel, device, specialization(args), *constexprs.values(), *options.values())
+    entry = _COMPILED.get(key)
+    if entry is None:
+        compiled = kernel[grid](*args, **constexprs, **options)
+        if compiled is not None:  # None: a stand-in kernel (tests)
+            named = {**constexprs, **options}
+            _COMPILED[key] = (compiled, tuple(named[p.name] for p in kernel.params
+                                              if p.is_constexpr))
+    else:
+        compiled, values = entry
+        compiled[(*grid, 1, 1)[:3]](*args, *values)
 
 
 _SAME_DEVICE = contextlib.nullcontext()

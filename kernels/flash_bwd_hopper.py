@@ -34,7 +34,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     mbarrier, warpgroup_mma, warpgroup_mma_wait,
 )
 
-from ._common import COMPILE_OPTIONS, LOG2E, ceil_div
+from ._common import COMPILE_OPTIONS, LOG2E, ceil_div, launch_compiled
 from ._hopper_ring import (
     flag_barriers, host_descriptor, key_tiles, load_rows, load_slot, query_tile, release_slot,
     ring_barriers,
@@ -317,7 +317,7 @@ def dkdv_hopper(q, k, v, dout, lse, delta, dk_out, dv_out, *, softmax_scale, cau
     splits = dk_out.shape[0]
     stages, regs, tile_m = config or HOPPER_CONFIGS[head_dim]
     grid = (ceil_div(sk, BLOCK_N), batch * hk * splits)
-    _dkdv_ws_kernel[grid](
+    launch_compiled(_dkdv_ws_kernel, grid, (
         host_descriptor(q, tile_m), host_descriptor(k, 64), host_descriptor(v, 64),
         host_descriptor(dout, tile_m), lse, delta, dk_out, dv_out,
         dk_out.stride(1), dk_out.stride(2), dk_out.stride(3),
@@ -326,9 +326,8 @@ def dkdv_hopper(q, k, v, dout, lse, delta, dk_out, dv_out, *, softmax_scale, cau
         lse.stride(0), lse.stride(1),
         sq, sk, hk, hq // hk, splits,
         float(softmax_scale * LOG2E), float(softmax_scale),
-        CAUSAL=bool(causal), HEAD_DIM=head_dim, STAGES=stages, TILE_M=tile_m,
-        CONSUMER_REGS=regs, num_warps=4, **COMPILE_OPTIONS,
-    )
+    ), dict(CAUSAL=bool(causal), HEAD_DIM=head_dim, STAGES=stages, TILE_M=tile_m,
+            CONSUMER_REGS=regs), num_warps=4, **COMPILE_OPTIONS)
 
 
 # --- dQ (v20b): per 128-row query tile, the forward's partitions with the dQ step ---
@@ -526,7 +525,7 @@ def dq_hopper(q, k, v, out, dout, lse, delta, dq, *, softmax_scale, causal, conf
     sk, hk = k.shape[1], k.shape[2]
     block_n, stages, regs = config or DQ_CONFIGS[head_dim]
     grid = (ceil_div(sq, 128), batch * hq)
-    _dq_ws_kernel[grid](
+    launch_compiled(_dq_ws_kernel, grid, (
         host_descriptor(q, 64), host_descriptor(k, block_n), host_descriptor(v, block_n),
         host_descriptor(dout, 64), out, dout, lse, delta, dq,
         out.stride(0), out.stride(1), out.stride(2),
@@ -535,6 +534,5 @@ def dq_hopper(q, k, v, out, dout, lse, delta, dq, *, softmax_scale, causal, conf
         lse.stride(0), lse.stride(1),
         sq, sk, hq, hq // hk,
         float(softmax_scale * LOG2E), float(softmax_scale),
-        CAUSAL=bool(causal), HEAD_DIM=head_dim, BLOCK_N=block_n, STAGES=stages,
-        CONSUMER_REGS=regs, num_warps=4, **COMPILE_OPTIONS,
-    )
+    ), dict(CAUSAL=bool(causal), HEAD_DIM=head_dim, BLOCK_N=block_n, STAGES=stages,
+            CONSUMER_REGS=regs), num_warps=4, **COMPILE_OPTIONS)

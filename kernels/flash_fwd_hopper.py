@@ -45,7 +45,9 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     mbarrier, warpgroup_mma, warpgroup_mma_wait,
 )
 
-from ._common import COMPILE_OPTIONS, LN2, LOG2E, ceil_div, nvidia_capability, sm_count
+from ._common import (
+    COMPILE_OPTIONS, LN2, LOG2E, ceil_div, launch_compiled, nvidia_capability, sm_count,
+)
 from ._hopper_ring import (
     HEAD_GROUP, flag_barriers, host_descriptor, key_tiles, load_rows, load_slot, ranked_tile,
     release_slot, ring_barriers,
@@ -668,7 +670,7 @@ def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, ti
     queue = lse  # read only by persistent causal launches
     if persistent and causal:
         queue = torch.zeros(1 + programs * consumers, device=q.device, dtype=torch.int32)
-    _fwd_ws_kernel[(programs,)](
+    launch_compiled(_fwd_ws_kernel, (programs,), (
         host_descriptor(q, 64), host_descriptor(k, block_n), host_descriptor(v, block_n), out,
         lse, lse if sinks is None else sinks, queue,
         out.stride(0), out.stride(1), out.stride(2),
@@ -676,8 +678,7 @@ def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, ti
         sq, sk, hq, hq // hk, tiles, columns, stack,
         float(softmax_scale * LOG2E), float(beta), float(tie_window * LOG2E),
         float(min_gap * LOG2E), float(max_gap * LOG2E), int(sinks is not None),
-        CAUSAL=bool(causal), STABILIZE=bool(stabilize), HEAD_DIM=head_dim, BLOCK_N=block_n,
-        STAGES=stages, CONSUMER_REGS=regs, CONSUMERS=consumers, PINGPONG=bool(pingpong),
-        PERSISTENT=bool(persistent), num_warps=4, **COMPILE_OPTIONS,
-    )
+    ), dict(CAUSAL=bool(causal), STABILIZE=bool(stabilize), HEAD_DIM=head_dim, BLOCK_N=block_n,
+            STAGES=stages, CONSUMER_REGS=regs, CONSUMERS=consumers, PINGPONG=bool(pingpong),
+            PERSISTENT=bool(persistent)), num_warps=4, **COMPILE_OPTIONS)
     return out, lse

@@ -188,6 +188,9 @@ def test_specialization_matches_tritons_criteria():
         (False, True, False), float,
     )
     assert specialization((x[1:],))[0] == (torch.bfloat16, False)
+    rows = torch.zeros(1, 64, 2, 64, dtype=torch.bfloat16)
+    assert specialization((_common.row_descriptor(rows, 32, 64),)) == (
+        (torch.bfloat16, (1, 32, 1, 64)),)  # a TMA descriptor: its dtype and box
 
 
 def test_compile_time_parameters_must_come_last():
@@ -489,3 +492,19 @@ def test_tma_configs_in_the_dense_layout_launch_with_descriptors_of_the_streamed
         desc = with_tma[1]
         assert desc.base is k and desc.block_shape == [1, 32, 1, 64]
         assert (desc.shape, desc.strides) == (list(k.shape), list(k.stride()))
+
+
+def test_launch_compiled_goes_through_the_jit_once_per_specialization(monkeypatch):
+    """``launch_compiled`` (the Gluon kernels' launches): the first call per specialization and
+    compile-time arguments compiles; later ones run the compiled kernel with the compile-time
+    values in the kernel's parameter order (options that are parameters included)."""
+    monkeypatch.setattr(_common, "_COMPILED", {})
+    kernel = _Kernel(params=[("X", False), ("n", False), ("A", True), ("num_warps", True),
+                             ("B", True)])
+    for n, a in ((32, 1), (48, 1), (32, 2), (1, 1), (48, 1)):
+        _common.launch_compiled(kernel, (3,), (X, n), dict(A=a, B=True), num_warps=4)
+    # 32 and 48 specialize alike (both divisible by 16), 1 does not; A=2 is another compile
+    assert [(args, kwargs) for _, args, kwargs in kernel.launches] == [
+        ((X, 32), dict(A=1, B=True, num_warps=4)), ((X, 32), dict(A=2, B=True, num_warps=4)),
+        ((X, 1), dict(A=1, B=True, num_warps=4))]
+    assert kernel.compiled.launches == [((3, 1, 1), (X, 48, 1, 4, True))] * 2
