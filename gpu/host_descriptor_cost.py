@@ -1,8 +1,9 @@
-"""Host time of the Gluon kernels' TMA descriptors made on the host (session 55), against a copy
-of the kernel package from before (device-side descriptors): per ``host_descriptor``, per
-encoding (Triton's ``fill_tma_descriptor``, which the launcher runs for every descriptor of every
-launch), and per launch of each Gluon kernel at a shape too small to keep the GPU busy (head dim
-128, causal, 256 rows: the time is the host's).
+"""Host time of the Gluon kernels' launches against a copy of the kernel package from before a
+change (session 55: descriptors made on the host against the device-side ones; session 56:
+``launch_compiled`` against Triton's JIT path): per ``host_descriptor``, per encoding (Triton's
+``fill_tma_descriptor``, which the launcher runs for every descriptor of every launch), and per
+launch of each Gluon kernel at a shape too small to keep the GPU busy (head dim 128, causal, 256
+rows: the time is the host's).
 
 Run (GPU only): ``PYTHONPATH=$PWD:.variants/x python gpu/host_descriptor_cost.py --base kbase
 --out cost.json``, ``kbase`` a copy of ``kernels/`` from before the change.
@@ -34,7 +35,7 @@ def launches(package: str) -> dict:
                for _ in range(2))
     k, v = (torch.randn(batch, s, hk, d, device="cuda", dtype=torch.bfloat16, generator=g)
             for _ in range(2))
-    _common.ensure_allocator()  # the base's descriptors are made on the device
+    _common.ensure_allocator()  # a base from before session 55 makes descriptors on the device
     fix = dict(stabilize=True, beta=4.0, tie_window=0.0, min_gap=0.1, max_gap=10.0)
     out, lse = fwd.flash_attn_fwd_hopper(q, k, v, softmax_scale=d ** -0.5, causal=True, **fix)
     delta = torch.empty_like(lse)

@@ -448,9 +448,9 @@ def launch_compiled(kernel, grid: tuple, args: tuple, constexprs: dict, **option
     ``args[0]``, a tensor or a TMA descriptor), through Triton's JIT only on the first call per
     kernel, device, argument ``specialization``, compile-time arguments and options: later calls
     run the compiled kernel that call returned. ``constexprs`` and ``options`` must name all of
-    ``kernel``'s compile-time parameters. The JIT's own path took 25-90 us more per launch of
-    the Gluon kernels than of the same kernels with pointers where their TMA descriptors are
-    arguments (docs/kernel_notes.md, session 55)."""
+    ``kernel``'s compile-time parameters. For the Gluon kernels, whose TMA descriptor arguments
+    the JIT specializes in Python, its path took 17-38 us more host time per launch on the GPU
+    machine (docs/kernel_notes.md, session 56)."""
     device = getattr(args[0], "base", args[0]).device
     key = (kernel, device, specialization(args), *constexprs.values(), *options.values())
     entry = _COMPILED.get(key)
