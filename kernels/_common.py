@@ -387,7 +387,9 @@ def tma_ready(seqlen: int, *tensors: torch.Tensor, windowed: bool = True) -> boo
     under the interpreter (triton 3.9's mis-loads bf16 through descriptors), from
     ``TMA_MIN_SEQLEN`` on (``TMA_MIN_SEQLEN_UNMASKED`` for a call that is not ``windowed``:
     neither a causal mask nor a window), on a GPU with TMA (``has_tma``), and with 16-byte
-    aligned bases, strides and rows (multiples of 8 elements). The Triton kernels build packed
+    aligned bases, strides and rows (multiples of 8 elements), none of them 0 (a broadcast
+    dimension, e.g. ``expand``ed heads, which the descriptors over whole tensors would have to
+    encode, untested: such calls load through pointers). The Triton kernels build packed
     sequences' descriptors on the device (``DEVICE_DESCRIPTORS``), which needs Triton's scratch
     allocator: set here for the calling thread (the autograd engine's threads included) unless
     one is set."""
@@ -395,7 +397,7 @@ def tma_ready(seqlen: int, *tensors: torch.Tensor, windowed: bool = True) -> boo
     if INTERPRET or not TMA or seqlen < least or not has_tma(tensors[0].device):
         return False
     if not all(t.data_ptr() % 16 == 0 and t.shape[-1] % 8 == 0
-               and all(st % 8 == 0 for st in t.stride()[:-1]) for t in tensors):
+               and all(st % 8 == 0 and st > 0 for st in t.stride()[:-1]) for t in tensors):
         return False
     ensure_allocator()
     return True

@@ -335,6 +335,7 @@ def test_tma_needs_a_gpu_with_tma_long_sequences_aligned_strides_not_the_interpr
     assert not _common.tma_ready(unmasked, x)
     assert not _common.tma_ready(long, torch.zeros(2, 16, 3, 40, dtype=torch.bfloat16)[..., :36])
     assert not _common.tma_ready(long, torch.zeros(2, 16, 3, 111, dtype=torch.bfloat16))
+    assert not _common.tma_ready(long, x[:, :, :1].expand(x.shape))  # heads broadcast: stride 0
 
 
 @pytest.mark.parametrize("capability, expected", [((8, 0), False), ((8, 9), False),
