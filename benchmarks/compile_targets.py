@@ -87,7 +87,7 @@ def triton_descriptors(kernel, constexprs: dict) -> dict[str, str]:
     if launch is None:
         return {}
     config = tuple(constexprs.get(name) for name in ("BLOCK_M", "BLOCK_N")) + (
-        None, None, constexprs.get("USE_TMA"))
+        None, None, constexprs.get("USE_TMA"))  # warps and stages name no box
     names = [param.name for param in kernel.params]
     return {names[index]: f"tensordesc<bf16[1, {rows}, 1, {width}]>"
             for index, rows, width in launch.descriptor_slots(config, constexprs)}
