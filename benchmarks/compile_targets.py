@@ -105,7 +105,7 @@ def descriptor_type(rows: int, head_dim: int) -> str:
 def training_constexprs(part: str, head_dim: int, config: tuple) -> dict:
     """The compile-time arguments of ``part``'s Triton kernel for a causal bf16 training call
     with the fix (no sinks, no return of the shift) at ``config`` (a ``tile_config`` tuple)."""
-    block_m, block_n, _, _, tma = config
+    block_m, block_n, _, _, tma, _ = config
     constexprs = dict(CAUSAL_FLAGS, BLOCK_D=head_dim, BLOCK_M=block_m, BLOCK_N=block_n,
                       USE_TMA=tma)
     if part == "fwd":

@@ -192,11 +192,13 @@ def attention_section(data: dict, path: str, brief: bool = False) -> list[str]:
 
 
 def _tile_cell(tile: list | None) -> str:
-    """``[BLOCK_M, BLOCK_N, warps, stages, tma]`` as ``64x64 w4 s3 TMA``; — if absent."""
+    """``[BLOCK_M, BLOCK_N, warps, stages, tma[, maxnreg]]`` as ``64x64 w4 s3 TMA r96`` (``r``:
+    the register cap); — if absent."""
     if not tile:
         return "—"
-    bm, bn, warps, stages, tma = tile
-    return f"{bm}x{bn} w{warps} s{stages}" + (" TMA" if tma else "")
+    bm, bn, warps, stages, tma, *cap = tile
+    return (f"{bm}x{bn} w{warps} s{stages}" + (" TMA" if tma else "")
+            + (f" r{cap[0]}" if cap and cap[0] else ""))
 
 
 def _tiles_table(records: list[dict]) -> list[str]:

@@ -267,7 +267,8 @@ def main(argv=None) -> None:
             report["cut_by_budget"] = True
             break
         rec = dict(part=part, **asdict(shape), block_m=cfg[0], block_n=cfg[1], num_warps=cfg[2],
-                   num_stages=cfg[3], tma=tile_config(cfg)[4], ms=None, tflops=None,
+                   num_stages=cfg[3], tma=tile_config(cfg)[4], maxnreg=tile_config(cfg)[5],
+                   ms=None, tflops=None,
                    error=failed.get((part, cfg, small(shape))))
         if rec["error"] is None:
             if shape not in tensors:
@@ -300,7 +301,8 @@ def main(argv=None) -> None:
                 print(f"{part:9s} D={shape.head_dim:3d} causal={shape.causal!s:5s} "
                       f"Hkv={shape.heads_kv:2d}: best {best['ms']:.3f} ms "
                       f"({best['block_m']},{best['block_n']},{best['num_warps']},{best['num_stages']}"
-                      f"{', TMA' if best['tma'] else ''})")
+                      f"{', TMA' if best['tma'] else ''}"
+                      f"{', maxnreg %d' % best['maxnreg'] if best['maxnreg'] else ''})")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ forward's): its Triton config, registers and spills, or no Triton kernel where t
 the Gluon route (a control: code the change left alone).
 
 ``--tiles fwd=64,64,4,2,1`` (repeatable; ``fwd``, ``dq`` or ``dkdv``) cuts that kernel's table to
-one entry (block M, block N, warps, stages, TMA 0/1) in both packages, e.g. the tuner's pick,
+one entry (block M, block N, warps, stages, TMA 0/1[, register cap]) in both packages, e.g. the tuner's pick,
 where the first entry is not what a tuned run launches (a TMA entry needs ``--seqlens`` from
 2048: shorter calls with a mask load through pointers).
 
@@ -58,13 +58,13 @@ def kernel_record(launch) -> dict:
 
 def force_tiles(package, specs: list[str]) -> None:
     """Cut the tables of ``package``'s launchers (``LAUNCHES``) named in ``specs``
-    (``kernel=bm,bn,warps,stages,tma``) to that one entry at every head dim."""
+    (``kernel=bm,bn,warps,stages,tma[,maxnreg]``) to that one entry at every head dim."""
     launches = importlib.import_module(package).LAUNCHES
     for spec in specs:
         kernel, numbers = spec.split("=")
-        bm, bn, warps, stages, tma = (int(x) for x in numbers.split(","))
+        bm, bn, warps, stages, tma, *cap = (int(x) for x in numbers.split(","))
         launch = launches[kernel]
-        launch.table = {d: [(bm, bn, warps, stages, bool(tma))] for d in launch.table}
+        launch.table = {d: [(bm, bn, warps, stages, bool(tma), *cap)] for d in launch.table}
 
 
 def part_call(part: str, module, q, k, v, dout, out, lse, kw, fix):
@@ -81,7 +81,7 @@ def main() -> None:
     ap.add_argument("--variant", default="hf_stable_attn.kernels")
     ap.add_argument("--part", choices=("bwd", "fwd"), default="bwd")
     ap.add_argument("--tiles", action="append", default=[],
-                    help="kernel=bm,bn,warps,stages,tma: that kernel's only table entry")
+                    help="kernel=bm,bn,warps,stages,tma[,maxnreg]: that kernel's only entry")
     ap.add_argument("--seqlens", type=int, nargs="+", help="only SHAPES of these lengths")
     ap.add_argument("--shape", action="append", default=[],
                     help="S:B:Hq:Hkv:D:causal (0/1), repeatable, instead of SHAPES")

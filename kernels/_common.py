@@ -370,11 +370,12 @@ def keep_mask(seed, dropout_p, b, h, num_heads_q, max_seqlen_q, max_seqlen_k, of
 INTERPRET_CONFIG = (16, 16, 4, 1)
 
 
-def tile_config(entry) -> tuple[int, int, int, int, bool]:
-    """A table entry ``(BLOCK_M, BLOCK_N, num_warps, num_stages[, use_tma])`` with the TMA flag
-    spelled out (False when absent)."""
-    bm, bn, w, s, *tma = entry
-    return bm, bn, w, s, bool(tma and tma[0])
+def tile_config(entry) -> tuple[int, int, int, int, bool, int | None]:
+    """A table entry ``(BLOCK_M, BLOCK_N, num_warps, num_stages[, use_tma[, maxnreg]])`` with
+    the TMA flag spelled out (False when absent) and the register cap per thread (None when
+    absent: ptxas chooses)."""
+    bm, bn, w, s, *rest = entry
+    return bm, bn, w, s, bool(rest and rest[0]), rest[1] if len(rest) > 1 else None
 
 
 def _descriptor_scratch(size: int, alignment: int, stream) -> torch.Tensor:
@@ -482,14 +483,14 @@ def on_device_of(t: torch.Tensor):
 
 
 class TiledLaunch:
-    """Launches ``kernel`` with a tile config ``(BLOCK_M, BLOCK_N, num_warps, num_stages,
-    use_tma)`` from ``table`` (padded head dim -> configs, best first): ``INTERPRET_CONFIG`` under
-    the interpreter, the table's first entry with autotuning off (its first pointer-load entry
-    where TMA cannot address the tensors), else the candidate that ``_tuning.time_rounds`` finds
-    fastest for ``key`` (or an earlier process found, from Triton's cache directory). Entries
-    that do not fit the GPU (the tables were chosen on Hopper GPUs; others have less shared
-    memory per block) are passed over in both modes, and where none fits the call raises
-    ``_tuning.NoConfigFits``, which names the GPU and what to use instead.
+    """Launches ``kernel`` with a tile config (``tile_config``) from ``table`` (padded head dim
+    -> configs, best first): ``INTERPRET_CONFIG`` under the interpreter, the table's first
+    entry with autotuning off (its first pointer-load entry where TMA cannot address the
+    tensors), else the candidate that ``_tuning.time_rounds`` finds fastest for ``key`` (or an
+    earlier process found, from Triton's cache directory). Entries that do not fit the GPU
+    (the tables were chosen on Hopper GPUs; others have less shared memory per block) are
+    passed over in both modes, and where none fits the call raises ``_tuning.NoConfigFits``,
+    which names the GPU and what to use instead.
 
     Host time per launch is what a small model's step or a decode step notices, so only the
     first call per key is tuned, and only the first call per key, tile config and argument
@@ -633,9 +634,10 @@ def with_descriptors(args, slots: tuple):
 
 def tile_meta(config) -> dict:
     """A ``tile_config`` tuple as the kernels' tile meta-parameters and launch options."""
-    bm, bn, w, s, tma = config
+    bm, bn, w, s, tma, maxnreg = config
+    cap = {"maxnreg": maxnreg} if maxnreg else {}
     return dict(BLOCK_M=bm, BLOCK_N=bn, num_warps=w, num_stages=s, USE_TMA=tma,
-                **COMPILE_OPTIONS)
+                **COMPILE_OPTIONS, **cap)
 
 
 def ceil_div(a: int, b: int) -> int:

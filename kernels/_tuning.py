@@ -33,7 +33,7 @@ WARMUP_MS, REP_MS = 5, 25
 # What a config that does not fit raises on its first launch (Triton's autotuner skips the same).
 DOES_NOT_FIT = (OutOfResources, PTXASError, CompileTimeAssertionFailure)
 
-Config = tuple  # (BLOCK_M, BLOCK_N, num_warps, num_stages, use_tma)
+Config = tuple  # (BLOCK_M, BLOCK_N, num_warps, num_stages, use_tma, maxnreg): _common.tile_config
 
 
 class NoConfigFits(RuntimeError):

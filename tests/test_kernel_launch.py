@@ -87,7 +87,7 @@ def test_a_pick_saved_on_disk_is_launched_without_timing(monkeypatch, tmp_path):
     monkeypatch.setattr(_common, "AUTOTUNE_CACHE", True)
     monkeypatch.setattr(_common, "INTERPRET", False)
     slow, fast = (tile_config(c) for c in TABLE[64])
-    timed = _fake_timings(monkeypatch, {slow: 1.0, fast: 3.0, (32, 64, 4, 2, False): 2.0})
+    timed = _fake_timings(monkeypatch, {slow: 1.0, fast: 3.0, tile_config((32, 64, 4, 2)): 2.0})
     first = TiledLaunch(_Kernel(), TABLE)
     first(_grid, 64, ("key",), (X,), {"FLAG": True})
     assert first.chosen[("key",)] == slow and len(timed) == 2 * _tuning.ROUNDS
