@@ -6,7 +6,13 @@ its shared memory read) anywhere. The compile tests (``tests/test_sm90_compiles.
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import tempfile
+
 import torch
+import triton
 from triton import compile as triton_compile
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
@@ -25,6 +31,8 @@ SHARED_PER_BLOCK = {80: 163 * 1024, 86: 99 * 1024, 89: 99 * 1024, 90: 227 * 1024
                     100: 227 * 1024, 120: 99 * 1024}
 GPUS = {80: "A100", 86: "A10, RTX 3090", 89: "L4, L40, RTX 4090", 90: "H100, H200",
         100: "B200", 120: "RTX 5090"}
+# Triton's bundled CUDA tools (ptxas, cuobjdump).
+_NVIDIA_BIN = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
 
 FLOATS = {"softmax_scale", "qk_scale", "softcap", "dropout_p", "drop_scale", "beta", "tie_window",
           "min_gap", "max_gap"}
@@ -87,7 +95,7 @@ def triton_descriptors(kernel, constexprs: dict) -> dict[str, str]:
     if launch is None:
         return {}
     config = tuple(constexprs.get(name) for name in ("BLOCK_M", "BLOCK_N")) + (
-        None, None, constexprs.get("USE_TMA"))  # warps and stages name no box
+        None, None, constexprs.get("USE_TMA"), None)  # warps, stages and cap name no box
     names = [param.name for param in kernel.params]
     return {names[index]: f"tensordesc<bf16[1, {rows}, 1, {width}]>"
             for index, rows, width in launch.descriptor_slots(config, constexprs)}
@@ -100,6 +108,37 @@ def descriptor_type(rows: int, head_dim: int) -> str:
 
     block, layout = descriptor_box(rows, head_dim, torch.bfloat16)
     return f"tensordesc<bf16[{', '.join(map(str, block))}],{layout!r}>"
+
+
+def config_options(config: tuple) -> dict:
+    """The compile options a launch at ``config`` (a ``tile_config`` tuple) passes besides
+    ``COMPILE_OPTIONS``, warps and stages: its register cap, if any."""
+    return {"maxnreg": config[5]} if config[5] else {}
+
+
+def resource_use(compiled) -> dict:
+    """``registers`` and ``stack`` bytes (spills) per thread of a kernel ``compile_for`` built,
+    as ``cuobjdump -res-usage`` (Triton's bundled one) reads its cubin, and its ``shared``
+    memory in bytes."""
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
+        cubin.write(compiled.asm["cubin"])
+        cubin.flush()
+        report = subprocess.run([os.path.join(_NVIDIA_BIN, "cuobjdump"), "-res-usage",
+                                 cubin.name], capture_output=True, text=True, check=True).stdout
+    usage = dict(re.findall(r"\b(REG|STACK):(\d+)", report))
+    return dict(registers=int(usage["REG"]), stack=int(usage["STACK"]),
+                shared=compiled.metadata.shared)
+
+
+def programs_per_sm(compiled, num_warps: int) -> int:
+    """How many programs of a kernel ``compile_for`` built for sm_90 fit one SM at once: its
+    registers (allocated per warp, 8 a thread at a time), shared memory (with the 1 KiB the
+    runtime reserves per block) and warps bound them (H100 and H200 SMs: 64K registers, 228 KiB
+    of shared memory, 64 warps)."""
+    use = resource_use(compiled)
+    registers = -(-use["registers"] // 8) * 8
+    return min(65536 // (registers * 32 * num_warps), (228 * 1024) // (use["shared"] + 1024),
+               64 // num_warps)
 
 
 def training_constexprs(part: str, head_dim: int, config: tuple) -> dict:
@@ -129,5 +168,5 @@ def entries_shared(capability: int, part: str, head_dim: int):
             continue
         compiled = compile_for(launch.kernel_for(head_dim),
                                training_constexprs(part, head_dim, config), config[2],
-                               config[3], capability=capability)
+                               config[3], capability=capability, **config_options(config))
         yield config, compiled.metadata.shared

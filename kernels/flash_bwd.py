@@ -374,13 +374,16 @@ def _dq_kernel(
              rounded(dq, DQ.dtype.element_ty), mask=q_mask)
 
 
-# (BLOCK_M, BLOCK_N, num_warps, num_stages[, use TMA]) per padded head dim; the first entry is
-# the one launched without autotuning. Chosen from benchmarks/tune_kernel.py sweeps on an H200
-# (docs/kernel_notes.md, v5 and v6); head dims 16 and 32 were not swept. D256's dK/dV TMA entry
-# spills less than the same tile through pointers (908 against 1324 bytes, sm_90a) and ran the
-# backward 1.6-7% faster than the best pointer entry at 4096 rows on an H200; the spill-free TMA dQ
-# tiles tried there (64 rows, 8 warps) ran the backward 25-59% slower and are not listed
-# (session 43).
+# (BLOCK_M, BLOCK_N, num_warps, num_stages[, use TMA[, register cap]]) per padded head dim; the
+# first entry is the one launched without autotuning. Chosen from benchmarks/tune_kernel.py
+# sweeps on an H200 (docs/kernel_notes.md, v5 and v6); head dims 16 and 32 were not swept. D256's
+# dK/dV TMA entry spills less than the same tile through pointers (908 against 1324 bytes,
+# sm_90a) and ran the backward 1.6-7% faster than the best pointer entry at 4096 rows on an H200;
+# the spill-free TMA dQ tiles tried there (64 rows, 8 warps) ran the backward 25-59% slower and
+# are not listed (session 43). D64's capped entries fit one more program per SM on sm_90a
+# (dK/dV at 168 registers: 3 instead of 2, 8 bytes of spills; dQ at 128: 2 instead of 1, 40
+# bytes): at S 1024, causal, they ran the backward 2-5% (dK/dV) and up to 4% (dQ, MHA) faster
+# than the same tiles uncapped on an H200 (kernel_notes.md, session 57).
 _DKDV_CONFIGS = {
     16: [(64, 64, 4, 3), (32, 64, 4, 2), (64, 128, 8, 3), (32, 128, 4, 3)],
     32: [(64, 64, 4, 3), (32, 64, 4, 2), (64, 128, 8, 3), (32, 128, 4, 3)],

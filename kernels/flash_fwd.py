@@ -205,20 +205,24 @@ def _fwd_kernel(
         tl.store(SHIFT + l_off, tl.where(has_keys, shift * LN2_C, float("inf")), mask=row_ok)
 
 
-# (BLOCK_M, BLOCK_N, num_warps, num_stages[, use TMA]) tried per padded head dim; the first
-# entry is the one launched without autotuning. Chosen from benchmarks/tune_kernel.py sweeps on
-# an H200 (docs/kernel_notes.md, v5 and v6) and an H100 (v10: D128's 8-warp TMA entry, the best
-# without a causal mask); head dims 16 and 32 were not swept. 2-stage TMA entries run only where
-# the ptxas that builds them is CUDA 13's or newer (Triton 3.6's own crashes on them; _ptxas.py):
-# D64's (64, 64, 4, 2, TMA), the best causal D64 forward on the H100 (kernel_notes.md v10, v15),
-# and D256's (128, 64, 8, 2, TMA): no spills where the pointer entry spills, 1-10% faster on the
-# H200 at 4096 rows but for causal MQA (kernel_notes.md, session 43).
+# (BLOCK_M, BLOCK_N, num_warps, num_stages[, use TMA[, register cap]]) tried per padded head
+# dim; the first entry is the one launched without autotuning. Chosen from
+# benchmarks/tune_kernel.py sweeps on an H200 (docs/kernel_notes.md, v5 and v6) and an H100 (v10:
+# D128's 8-warp TMA entry, the best without a causal mask); head dims 16 and 32 were not swept.
+# 2-stage TMA entries run only where the ptxas that builds them is CUDA 13's or newer (Triton
+# 3.6's own crashes on them; _ptxas.py): D64's (64, 64, 4, 2, TMA), the best causal D64 forward
+# on the H100 (kernel_notes.md v10, v15), and D256's (128, 64, 8, 2, TMA): no spills where the
+# pointer entry spills, 1-10% faster on the H200 at 4096 rows but for causal MQA (kernel_notes.md,
+# session 43). D64's two capped entries fit one more program per SM without spills on sm_90a (96
+# registers: 5 instead of 4; 128: 4 instead of 3); with the fix they ran the forward 2-3% (S
+# 2048, causal) and 4-7% (S 1024, causal) faster than the same tiles uncapped on an H200
+# (kernel_notes.md, session 57).
 _FWD_CONFIGS = {
     16: [(128, 64, 8, 3), (64, 128, 4, 3), (64, 64, 4, 3), (128, 64, 4, 3)],
     32: [(128, 64, 8, 3), (64, 128, 4, 3), (64, 64, 4, 3), (128, 64, 4, 3)],
     64: [(64, 128, 4, 3, True), (128, 64, 8, 3), (64, 128, 4, 3), (64, 64, 4, 3),
          (64, 64, 4, 3, True), (128, 128, 4, 3, True), (64, 64, 4, 2, True),
-         (64, 64, 4, 2, True, 96), (64, 64, 4, 3, False, 128), (128, 64, 8, 3, False, 128)],
+         (64, 64, 4, 2, True, 96), (64, 64, 4, 3, False, 128)],
     128: [(64, 64, 4, 3, True), (128, 128, 8, 3, True), (128, 128, 8, 3), (128, 128, 8, 2),
           (128, 64, 8, 3), (64, 64, 4, 2)],
     256: [(128, 64, 8, 2), (128, 32, 8, 3), (64, 64, 4, 3), (64, 32, 4, 2), (128, 64, 8, 2, True)],

@@ -209,6 +209,21 @@ def test_without_tma_the_first_pointer_entry_is_launched(monkeypatch):
         assert (kwargs["BLOCK_M"], kwargs["BLOCK_N"], kwargs["USE_TMA"]) == expected
 
 
+def test_a_register_cap_compiles_apart_and_reaches_the_compiler(monkeypatch):
+    """An entry's sixth field is Triton's ``maxnreg`` option; capped and uncapped entries of the
+    same tiles are two candidates, each compiled once."""
+    monkeypatch.setattr(_common, "AUTOTUNE", False)
+    monkeypatch.setattr(_common, "INTERPRET", False)
+    capped, free = tile_config((64, 64, 4, 2, False, 96)), tile_config((64, 64, 4, 2))
+    assert capped[:5] == free[:5] and (capped[5], free[5]) == (96, None) and capped != free
+    kernel = _Kernel()
+    launch = TiledLaunch(kernel, {64: [capped, free]})
+    for config in (capped, free, capped):
+        launch.launch(_grid, ("key",), (X,), {}, config, 64)
+    assert [kwargs.get("maxnreg") for _, _, kwargs in kernel.launches] == [96, None]
+    assert len(kernel.compiled.launches) == 1  # the second capped launch: compiled before
+
+
 def test_tuning_skips_tma_configs_where_tma_cannot_address_the_tensors(monkeypatch):
     monkeypatch.setattr(_tuning, "two_stage_tma_ok", lambda: True)
     entries = [tile_config(c) for c in [(64, 128, 4, 3, True), (128, 64, 8, 3)]]

@@ -23,7 +23,9 @@ pytest.importorskip("triton.experimental.gluon._runtime")
 import torch  # noqa: E402
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor  # noqa: E402
 
-from benchmarks.compile_targets import compile_for, training_constexprs  # noqa: E402
+from benchmarks.compile_targets import (  # noqa: E402
+    compile_for, config_options, programs_per_sm, resource_use, training_constexprs,
+)
 from hf_stable_attn.kernels import LAUNCHES, flash_bwd_hopper, flash_fwd_hopper  # noqa: E402
 from hf_stable_attn.kernels._common import INTERPRET, tile_config  # noqa: E402
 from kernel_stand_in import KernelStandIn  # noqa: E402
@@ -69,17 +71,24 @@ def _backward_rows(kernel_name: str, head_dim: int) -> dict[str, int]:
     return _descriptor_rows(flash_bwd_hopper, kernel_name, launches[kernel_name])
 
 
+def _config_id(config) -> str:
+    """``64x64x4x2xTrue`` (with ``xr96`` where the entry caps registers)."""
+    *tiles, cap = config
+    return "x".join(map(str, tiles)) + (f"xr{cap}" if cap else "")
+
+
 TRITON_CASES = [
-    pytest.param(part, head_dim, config, id=f"{part}-d{head_dim}-{'x'.join(map(str, config))}")
+    pytest.param(part, head_dim, config, id=f"{part}-d{head_dim}-{_config_id(config)}")
     for part, launch in LAUNCHES.items()
     for head_dim in (64, 128, 256)
     for config in map(tile_config, launch.table[head_dim])
 ]
+CAPPED_CASES = [case for case in TRITON_CASES if case.values[2][5]]
 
 
 @pytest.mark.parametrize("part, head_dim, config", TRITON_CASES)
 def test_the_triton_kernels_compile(part, head_dim, config):
-    _, _, warps, stages, _ = config
+    _, _, warps, stages, _, _ = config
     # A training call (head dim 256's dK/dV with its 128-row tiles' scores rows first), with
     # attention sinks folded in at D64 (gpt-oss's head dim): in the forward's epilogue, and as
     # the dQ's row sums of P * dP.
@@ -88,11 +97,26 @@ def test_the_triton_kernels_compile(part, head_dim, config):
         constexprs.update(HAS_SINKS=head_dim == 64)
     if part == "dq":
         constexprs.update(ROWSUM_P_DP=head_dim == 64)
-    compiled = compile_for(LAUNCHES[part].kernel_for(head_dim), constexprs, warps, stages)
+    compiled = compile_for(LAUNCHES[part].kernel_for(head_dim), constexprs, warps, stages,
+                           **config_options(config))
     assert compiled.metadata.num_warps == warps
     # TMA configs read the dense layout through the launcher's descriptors: none is made on
     # the device (``tensormap.replace`` writes one).
     assert "tensormap.replace" not in compiled.asm["ptx"]
+
+
+@pytest.mark.parametrize("part, head_dim, config", CAPPED_CASES)
+def test_a_register_cap_fits_more_programs_per_sm(part, head_dim, config):
+    """A table entry's register cap is there to fit more of its programs on an SM at once
+    (the tables' comments): it must, at the training call's specialization."""
+    kernel, warps, stages = LAUNCHES[part].kernel_for(head_dim), config[2], config[3]
+    constexprs = training_constexprs(part, head_dim, config)
+    capped = compile_for(kernel, constexprs, warps, stages, **config_options(config))
+    free = compile_for(kernel, constexprs, warps, stages)
+    assert resource_use(capped)["registers"] <= config[5]
+    # Shared memory leaves room for as many programs as the cap does, and uncapped fewer fit.
+    fits = 65536 // (config[5] * 32 * warps)
+    assert programs_per_sm(capped, warps) == fits > programs_per_sm(free, warps)
 
 
 @pytest.mark.parametrize("part", sorted(LAUNCHES))
