@@ -11,9 +11,9 @@ forward's): its Triton config, registers and spills, or no Triton kernel where t
 the Gluon route (a control: code the change left alone).
 
 ``--tiles fwd=64,64,4,2,1`` (repeatable; ``fwd``, ``dq`` or ``dkdv``) cuts that kernel's table to
-one entry (block M, block N, warps, stages, TMA 0/1[, register cap]) in both packages, e.g. the tuner's pick,
-where the first entry is not what a tuned run launches (a TMA entry needs ``--seqlens`` from
-2048: shorter calls with a mask load through pointers).
+one entry (block M, block N, warps, stages, TMA 0/1[, register cap]) in both packages, e.g. the
+tuner's pick, where the first entry is not what a tuned run launches (a TMA entry needs
+``--seqlens`` from 2048: shorter calls with a mask load through pointers).
 
 Run: ``PYTHONPATH=$PWD:.variants/x python gpu/backward_ab.py --base kbase --out ab.json``.
 """
