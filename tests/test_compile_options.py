@@ -23,7 +23,8 @@ def test_tiled_launches_pass_the_options(monkeypatch):
     kernel = KernelStandIn()
     launch = _common.TiledLaunch(kernel, {64: [(64, 64, 4, 2)]})
     monkeypatch.setattr(_common, "specialization", lambda args: ())
-    launch.launch(lambda meta: (1,), ("key",), (torch.zeros(1),), {}, (64, 64, 4, 2, False))
+    launch.launch(lambda meta: (1,), ("key",), (torch.zeros(1),), {},
+                  _common.tile_config((64, 64, 4, 2)))
     assert passed_options(kernel.kwargs)
 
 

@@ -459,7 +459,7 @@ def test_benchmark_records_the_tiles_each_kernel_launched():
     launched: the forward's and both backward kernels', then (after them) the forward's alone."""
     import hf_stable_attn
     from benchmarks.bench_attention import Entry, with_tiles
-    from hf_stable_attn.kernels._common import INTERPRET_CONFIG
+    from hf_stable_attn.kernels._common import INTERPRET_CONFIG, tile_config
 
     q, k, v = (t.requires_grad_() for t in _inputs((1, 20, 2, 16), (1, 20, 2, 16)))
 
@@ -469,7 +469,7 @@ def test_benchmark_records_the_tiles_each_kernel_launched():
             out.float().sum().backward()
         return Entry({"impl": "stable_flash"})
 
-    tiles = [*INTERPRET_CONFIG, False]
+    tiles = list(tile_config(INTERPRET_CONFIG))
     assert with_tiles(lambda: prepared(True)).record == {
         "impl": "stable_flash", "tile_fwd": tiles, "tile_dq": tiles, "tile_dkdv": tiles}
     assert with_tiles(lambda: prepared(False)).record == {"impl": "stable_flash",

@@ -3,9 +3,11 @@ entries (forward with the fix, dQ, dK/dV; a causal MHA training call) compiled f
 the CPU with Triton's ``ptxas-blackwell`` (CUDA 13's, as the GPU machine builds them), and,
 where shared memory and warps leave room for one more program per SM, the same entry under the
 register cap that would fit it. Run from the repository root under Triton 3.6:
-PYTHONPATH=$PWD python docs/results/session57/cap_survey.py (session 57, v57a; output in
-cap_survey.log). Entries already capped in the tables are compiled as listed."""
+PYTHONPATH=$PWD python docs/results/session57/cap_survey.py [HEAD_DIM ...] (default 64 128;
+session 57, v57a; output in cap_survey.log, and for 16 32 256 in cap_survey_other_dims.log).
+Entries already capped in the tables are compiled as listed."""
 import os
+import sys
 
 import triton
 
@@ -27,8 +29,8 @@ def describe(compiled, warps: int) -> str:
             f"programs/SM {programs_per_sm(compiled, warps)}")
 
 
-def main():
-    for head_dim in (64, 128):
+def main(head_dims):
+    for head_dim in head_dims:
         for part, launch in LAUNCHES.items():
             for config in map(tile_config, launch.table[head_dim]):
                 warps, stages = config[2], config[3]
@@ -47,4 +49,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main([int(d) for d in sys.argv[1:]] or [64, 128])
