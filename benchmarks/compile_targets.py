@@ -94,11 +94,9 @@ def triton_descriptors(kernel, constexprs: dict) -> dict[str, str]:
                    if kernel is launch.kernel or kernel in launch.variants.values()), None)
     if launch is None:
         return {}
-    config = tuple(constexprs.get(name) for name in ("BLOCK_M", "BLOCK_N")) + (
-        None, None, constexprs.get("USE_TMA"), None)  # warps, stages and cap name no box
     names = [param.name for param in kernel.params]
     return {names[index]: f"tensordesc<bf16[1, {rows}, 1, {width}]>"
-            for index, rows, width in launch.descriptor_slots(config, constexprs)}
+            for index, rows, width in launch.descriptor_slots(constexprs)}
 
 
 def descriptor_type(rows: int, head_dim: int) -> str:

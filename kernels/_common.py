@@ -593,25 +593,25 @@ class TiledLaunch:
             return None
         exact = (key, config, args[0].device, specialization(args))
         compiled = self.compiled.get(exact)
-        launched = with_descriptors(args, self.descriptor_slots(config, flags))
+        named = {**flags, **meta}
+        launched = with_descriptors(args, self.descriptor_slots(named))
         if compiled is None:
             with ptxas_for_compile():
                 compiled = self.compiled[exact] = self.kernel_for(block_d)[grid](
-                    *launched, **flags, **meta)
+                    *launched, **named)
         else:
-            runner, values = self.bound(compiled, grid, {**flags, **meta})
+            runner, values = self.bound(compiled, grid, named)
             runner(*launched, *values)
         return compiled
 
-    def descriptor_slots(self, config, flags) -> tuple:
+    def descriptor_slots(self, named) -> tuple:
         """``(argument index, box rows, box width)`` of the arguments that launch as
-        ``row_descriptor``s with ``config`` and ``flags``: ``descriptors`` for a TMA config in
-        the dense layout, none otherwise (pointer loads, or descriptors the kernel makes per
-        packed sequence)."""
-        if not self.descriptors or not config[4] or flags["IS_VARLEN"]:
+        ``row_descriptor``s at the compile-time values ``named`` (flags and tile
+        meta-parameters): ``descriptors`` for a TMA config in the dense layout, none otherwise
+        (pointer loads, or descriptors the kernel makes per packed sequence)."""
+        if not self.descriptors or not named["USE_TMA"] or named["IS_VARLEN"]:
             return ()
-        meta = tile_meta(config)
-        return tuple((index, meta[rows], flags["BLOCK_D"]) for index, rows in self.descriptors)
+        return tuple((index, named[rows], named["BLOCK_D"]) for index, rows in self.descriptors)
 
     def bound(self, compiled, grid, named) -> tuple:
         """``(runner, values)`` for a compiled kernel of this launcher: ``runner(*args,

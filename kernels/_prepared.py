@@ -89,5 +89,5 @@ def prepare(launch, compiled, grid, args, flags, tensors: int, seed_at: int) -> 
     if compiled is None:
         return None
     named = {**flags, **_common.tile_meta(launch.last)}
-    slots = launch.descriptor_slots(launch.last, flags)  # among the tensors, made per call
+    slots = launch.descriptor_slots(named)  # among the tensors, made per call
     return Prepared(launch, *launch.bound(compiled, grid, named), args, tensors, seed_at, slots)
