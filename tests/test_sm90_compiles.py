@@ -80,7 +80,7 @@ def _config_id(config) -> str:
 TRITON_CASES = [
     pytest.param(part, head_dim, config, id=f"{part}-d{head_dim}-{_config_id(config)}")
     for part, launch in LAUNCHES.items()
-    for head_dim in (64, 128, 256)
+    for head_dim in (16, 32, 64, 128, 256)
     for config in map(tile_config, launch.table[head_dim])
 ]
 CAPPED_CASES = [case for case in TRITON_CASES if case.values[2][5]]
