@@ -376,19 +376,22 @@ def _dq_kernel(
 
 # (BLOCK_M, BLOCK_N, num_warps, num_stages[, use TMA[, register cap]]) per padded head dim; the
 # first entry is the one launched without autotuning. Chosen from benchmarks/tune_kernel.py
-# sweeps on an H200 (docs/kernel_notes.md, v5 and v6); head dims 16 and 32 were not swept. D256's
-# dK/dV TMA entry spills less than the same tile through pointers (908 against 1324 bytes,
-# sm_90a) and ran the backward 1.6-7% faster than the best pointer entry at 4096 rows on an H200;
+# sweeps on an H200 (docs/kernel_notes.md, v5 and v6). Head dims 16 and 32 from one table sweep
+# (S 2048, causal and not, session 58): with the dK/dV's (32, 128, 4, 3) the backward took 7-17%
+# less time than with the former first entry, (64, 64, 4, 3); its (64, 128, 8, 3), 20-49% behind,
+# was dropped; with the dQ's (64, 64, 4, 3) 1-6% less than with (128, 64, 8, 3). The spill-free
+# capped dK/dV entries (D16 (32, 128, 4, 3) at 168, D32 (32, 64, 4, 2) at 128) ran level with
+# their uncapped twins and were not kept. D256's dK/dV TMA entry spills less than the same tile
+# through pointers (908 against 1324 bytes, sm_90a) and ran the backward 1.6-7% faster than the
+# best pointer entry at 4096 rows on an H200;
 # the spill-free TMA dQ tiles tried there (64 rows, 8 warps) ran the backward 25-59% slower and
 # are not listed (session 43). D64's capped entries fit one more program per SM on sm_90a
 # (dK/dV at 168 registers: 3 instead of 2, 8 bytes of stack for spills; dQ at 128: 2 instead of
 # 1, 32 bytes): at S 1024, causal, they ran the backward 2-5% (dK/dV) and up to 4% (dQ, MHA)
 # faster than the same tiles uncapped on an H200 (kernel_notes.md, session 57).
 _DKDV_CONFIGS = {
-    16: [(64, 64, 4, 3), (32, 64, 4, 2), (64, 128, 8, 3), (32, 128, 4, 3),
-         (32, 128, 4, 3, False, 168)],
-    32: [(64, 64, 4, 3), (32, 64, 4, 2), (64, 128, 8, 3), (32, 128, 4, 3),
-         (32, 64, 4, 2, False, 128)],
+    16: [(32, 128, 4, 3), (32, 64, 4, 2), (64, 64, 4, 3)],
+    32: [(32, 128, 4, 3), (32, 64, 4, 2), (64, 64, 4, 3)],
     64: [(64, 64, 4, 3, True), (64, 64, 4, 3), (32, 64, 4, 2), (64, 128, 8, 3),
          (32, 64, 4, 3, True), (32, 64, 4, 2, False, 168)],
     128: [(32, 64, 4, 3, True), (64, 128, 8, 3), (32, 64, 4, 3), (64, 64, 4, 2),
@@ -405,8 +408,8 @@ _DKDV_CONFIGS = {
 # (not in the interpreter), so rows first is kept to tiles of at least 16 rows a warp.
 _ROWS_FIRST_MIN_M = {256: 128}
 _DQ_CONFIGS = {
-    16: [(128, 64, 8, 3), (128, 64, 4, 3), (64, 64, 4, 3), (128, 32, 4, 3)],
-    32: [(128, 64, 8, 3), (128, 64, 4, 3), (64, 64, 4, 3), (128, 32, 4, 3)],
+    16: [(64, 64, 4, 3), (128, 32, 4, 3), (128, 64, 4, 3), (128, 64, 8, 3)],
+    32: [(64, 64, 4, 3), (128, 32, 4, 3), (128, 64, 8, 3), (128, 64, 4, 3)],
     64: [(128, 64, 4, 3, True), (128, 64, 8, 3), (128, 64, 4, 3), (64, 64, 4, 3),
          (128, 64, 8, 3, False, 128)],
     128: [(128, 64, 8, 3, True), (128, 64, 8, 3), (128, 32, 4, 3), (128, 128, 8, 2),

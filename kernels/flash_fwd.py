@@ -208,7 +208,11 @@ def _fwd_kernel(
 # (BLOCK_M, BLOCK_N, num_warps, num_stages[, use TMA[, register cap]]) tried per padded head
 # dim; the first entry is the one launched without autotuning. Chosen from
 # benchmarks/tune_kernel.py sweeps on an H200 (docs/kernel_notes.md, v5 and v6) and an H100 (v10:
-# D128's 8-warp TMA entry, the best without a causal mask); head dims 16 and 32 were not swept.
+# D128's 8-warp TMA entry, the best without a causal mask). Head dims 16 and 32: one table sweep
+# at S 2048 (B 8, 32 heads, causal and not; H200, session 58), where (64, 64, 4, 3) led or came
+# within 9% and the former first entry, (128, 64, 8, 3), ran 8-21% behind the best and was
+# dropped; their capped entries (no spills on sm_90a, one more program per SM) led there by 1-4%
+# with the fix, except D16 causal (2% behind).
 # 2-stage TMA entries run only where the ptxas that builds them is CUDA 13's or newer (Triton
 # 3.6's own crashes on them; _ptxas.py): D64's (64, 64, 4, 2, TMA), the best causal D64 forward
 # on the H100 (kernel_notes.md v10, v15), and D256's (128, 64, 8, 2, TMA): no spills where the
@@ -218,10 +222,10 @@ def _fwd_kernel(
 # 2048, causal) and 4-7% (S 1024, causal) faster than the same tiles uncapped on an H200
 # (kernel_notes.md, session 57).
 _FWD_CONFIGS = {
-    16: [(128, 64, 8, 3), (64, 128, 4, 3), (64, 64, 4, 3), (128, 64, 4, 3),
-         (128, 64, 8, 3, False, 80), (64, 64, 4, 3, False, 96), (128, 64, 4, 3, False, 168)],
-    32: [(128, 64, 8, 3), (64, 128, 4, 3), (64, 64, 4, 3), (128, 64, 4, 3),
-         (64, 128, 4, 3, False, 168), (64, 64, 4, 3, False, 96)],
+    16: [(64, 64, 4, 3), (128, 64, 4, 3), (64, 128, 4, 3), (64, 64, 4, 3, False, 96),
+         (128, 64, 4, 3, False, 168)],
+    32: [(64, 64, 4, 3), (64, 128, 4, 3), (128, 64, 4, 3), (64, 64, 4, 3, False, 96),
+         (64, 128, 4, 3, False, 168)],
     64: [(64, 128, 4, 3, True), (128, 64, 8, 3), (64, 128, 4, 3), (64, 64, 4, 3),
          (64, 64, 4, 3, True), (128, 128, 4, 3, True), (64, 64, 4, 2, True),
          (64, 64, 4, 2, True, 96), (64, 64, 4, 3, False, 128)],
