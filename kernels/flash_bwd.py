@@ -383,12 +383,12 @@ def _dq_kernel(
 # capped dK/dV entries (D16 (32, 128, 4, 3) at 168, D32 (32, 64, 4, 2) at 128) ran level with
 # their uncapped twins and were not kept. D256's dK/dV TMA entry spills less than the same tile
 # through pointers (908 against 1324 bytes, sm_90a) and ran the backward 1.6-7% faster than the
-# best pointer entry at 4096 rows on an H200;
-# the spill-free TMA dQ tiles tried there (64 rows, 8 warps) ran the backward 25-59% slower and
-# are not listed (session 43). D64's capped entries fit one more program per SM on sm_90a
-# (dK/dV at 168 registers: 3 instead of 2, 8 bytes of stack for spills; dQ at 128: 2 instead of
-# 1, 32 bytes): at S 1024, causal, they ran the backward 2-5% (dK/dV) and up to 4% (dQ, MHA)
-# faster than the same tiles uncapped on an H200 (kernel_notes.md, session 57).
+# best pointer entry at 4096 rows on an H200; the spill-free TMA dQ tiles tried there (64 rows,
+# 8 warps) ran the backward 25-59% slower and are not listed (session 43). D64's capped entries
+# fit one more program per SM on sm_90a (dK/dV at 168 registers: 3 instead of 2, 8 bytes of
+# stack for spills; dQ at 128: 2 instead of 1, 32 bytes): at S 1024, causal, they ran the
+# backward 2-5% (dK/dV) and up to 4% (dQ, MHA) faster than the same tiles uncapped on an H200
+# (kernel_notes.md, session 57).
 _DKDV_CONFIGS = {
     16: [(32, 128, 4, 3), (32, 64, 4, 2), (64, 64, 4, 3)],
     32: [(32, 128, 4, 3), (32, 64, 4, 2), (64, 64, 4, 3)],
