@@ -18,7 +18,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from hf_stable_attn.kernels import LAUNCHES, flash_bwd
-from hf_stable_attn.kernels._common import COMPILE_OPTIONS, tile_config
+from hf_stable_attn.kernels._common import COMPILE_OPTIONS, register_cap, tile_config
 
 try:
     from triton.experimental.gluon import _runtime as gluon_runtime
@@ -108,12 +108,6 @@ def descriptor_type(rows: int, head_dim: int) -> str:
     return f"tensordesc<bf16[{', '.join(map(str, block))}],{layout!r}>"
 
 
-def config_options(config: tuple) -> dict:
-    """The compile options a launch at ``config`` (a ``tile_config`` tuple) passes besides
-    ``COMPILE_OPTIONS``, warps and stages: its register cap, if any."""
-    return {"maxnreg": config[5]} if config[5] else {}
-
-
 def resource_use(compiled) -> dict:
     """``registers`` and ``stack`` bytes (spills) per thread of a kernel ``compile_for`` built,
     as ``cuobjdump -res-usage`` (Triton's bundled one) reads its cubin, and its ``shared``
@@ -128,15 +122,20 @@ def resource_use(compiled) -> dict:
                 shared=compiled.metadata.shared)
 
 
-def programs_per_sm(compiled, num_warps: int) -> int:
-    """How many programs of a kernel ``compile_for`` built for sm_90 fit one SM at once: its
-    registers (allocated per warp, 8 a thread at a time), shared memory (with the 1 KiB the
-    runtime reserves per block) and warps bound them (H100 and H200 SMs: 64K registers, 228 KiB
-    of shared memory, 64 warps)."""
-    use = resource_use(compiled)
+def occupancy(use: dict, num_warps: int) -> dict:
+    """How many programs of ``num_warps`` warps with ``resource_use`` ``use`` one sm_90 SM holds
+    at once as each resource bounds them (H100 and H200 SMs: 64K registers, allocated per warp 8
+    a thread at a time; 228 KiB of shared memory, with the 1 KiB the runtime reserves per block;
+    64 warps): ``registers``, ``shared`` and ``warps``."""
     registers = -(-use["registers"] // 8) * 8
-    return min(65536 // (registers * 32 * num_warps), (228 * 1024) // (use["shared"] + 1024),
-               64 // num_warps)
+    return dict(registers=65536 // (registers * 32 * num_warps),
+                shared=(228 * 1024) // (use["shared"] + 1024), warps=64 // num_warps)
+
+
+def programs_per_sm(compiled, num_warps: int) -> int:
+    """How many programs of a kernel ``compile_for`` built for sm_90 fit one SM at once (the
+    least of its ``occupancy`` bounds)."""
+    return min(occupancy(resource_use(compiled), num_warps).values())
 
 
 def training_constexprs(part: str, head_dim: int, config: tuple) -> dict:
@@ -166,5 +165,5 @@ def entries_shared(capability: int, part: str, head_dim: int):
             continue
         compiled = compile_for(launch.kernel_for(head_dim),
                                training_constexprs(part, head_dim, config), config[2],
-                               config[3], capability=capability, **config_options(config))
+                               config[3], capability=capability, **register_cap(config))
         yield config, compiled.metadata.shared

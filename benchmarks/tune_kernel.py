@@ -266,10 +266,10 @@ def main(argv=None) -> None:
         if time.perf_counter() - start > args.time_budget_s:
             report["cut_by_budget"] = True
             break
-        rec = dict(part=part, **asdict(shape), block_m=cfg[0], block_n=cfg[1], num_warps=cfg[2],
-                   num_stages=cfg[3], tma=tile_config(cfg)[4], maxnreg=tile_config(cfg)[5],
-                   ms=None, tflops=None,
-                   error=failed.get((part, cfg, small(shape))))
+        block_m, block_n, num_warps, num_stages, tma, maxnreg = tile_config(cfg)
+        rec = dict(part=part, **asdict(shape), block_m=block_m, block_n=block_n,
+                   num_warps=num_warps, num_stages=num_stages, tma=tma, maxnreg=maxnreg,
+                   ms=None, tflops=None, error=failed.get((part, cfg, small(shape))))
         if rec["error"] is None:
             if shape not in tensors:
                 tensors = {shape: make_inputs(shape, seed=len(records))}

@@ -632,12 +632,17 @@ def with_descriptors(args, slots: tuple):
     return args
 
 
+def register_cap(config) -> dict:
+    """The launch option of a ``tile_config`` tuple's register cap: ``{"maxnreg": cap}``, or
+    none where the entry has no cap (ptxas chooses)."""
+    return {"maxnreg": config[5]} if config[5] else {}
+
+
 def tile_meta(config) -> dict:
     """A ``tile_config`` tuple as the kernels' tile meta-parameters and launch options."""
-    bm, bn, w, s, tma, maxnreg = config
-    cap = {"maxnreg": maxnreg} if maxnreg else {}
+    bm, bn, w, s, tma, _ = config
     return dict(BLOCK_M=bm, BLOCK_N=bn, num_warps=w, num_stages=s, USE_TMA=tma,
-                **COMPILE_OPTIONS, **cap)
+                **COMPILE_OPTIONS, **register_cap(config))
 
 
 def ceil_div(a: int, b: int) -> int:

@@ -24,10 +24,10 @@ import torch  # noqa: E402
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor  # noqa: E402
 
 from benchmarks.compile_targets import (  # noqa: E402
-    compile_for, config_options, programs_per_sm, resource_use, training_constexprs,
+    compile_for, programs_per_sm, resource_use, training_constexprs,
 )
 from hf_stable_attn.kernels import LAUNCHES, flash_bwd_hopper, flash_fwd_hopper  # noqa: E402
-from hf_stable_attn.kernels._common import INTERPRET, tile_config  # noqa: E402
+from hf_stable_attn.kernels._common import INTERPRET, register_cap, tile_config  # noqa: E402
 from kernel_stand_in import KernelStandIn  # noqa: E402
 
 pytestmark = pytest.mark.skipif(INTERPRET, reason="the kernels' GPU code is not traced under "
@@ -98,7 +98,7 @@ def test_the_triton_kernels_compile(part, head_dim, config):
     if part == "dq":
         constexprs.update(ROWSUM_P_DP=head_dim == 64)
     compiled = compile_for(LAUNCHES[part].kernel_for(head_dim), constexprs, warps, stages,
-                           **config_options(config))
+                           **register_cap(config))
     assert compiled.metadata.num_warps == warps
     # TMA configs read the dense layout through the launcher's descriptors: none is made on
     # the device (``tensormap.replace`` writes one).
@@ -111,7 +111,7 @@ def test_a_register_cap_fits_more_programs_per_sm(part, head_dim, config):
     (the tables' comments): it must, at the training call's specialization."""
     kernel, warps, stages = LAUNCHES[part].kernel_for(head_dim), config[2], config[3]
     constexprs = training_constexprs(part, head_dim, config)
-    capped = compile_for(kernel, constexprs, warps, stages, **config_options(config))
+    capped = compile_for(kernel, constexprs, warps, stages, **register_cap(config))
     free = compile_for(kernel, constexprs, warps, stages)
     assert resource_use(capped)["registers"] <= config[5]
     # Shared memory leaves room for as many programs as the cap does, and uncapped fewer fit.

@@ -15,18 +15,17 @@ os.environ.setdefault("TRITON_PTXAS_PATH", os.path.join(
     os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas-blackwell"))
 
 from benchmarks.compile_targets import (  # noqa: E402
-    compile_for, config_options, programs_per_sm, resource_use, training_constexprs,
+    compile_for, occupancy, resource_use, training_constexprs,
 )
 from hf_stable_attn.kernels import LAUNCHES  # noqa: E402
-from hf_stable_attn.kernels._common import tile_config  # noqa: E402
+from hf_stable_attn.kernels._common import register_cap, tile_config  # noqa: E402
 
 SPECIALIZED_TO_ONE = {"fwd": ("group",), "dq": ("group",), "dkdv": ("group", "splits")}
 
 
-def describe(compiled, warps: int) -> str:
-    use = resource_use(compiled)
+def describe(use: dict, warps: int) -> str:
     return (f"registers {use['registers']} stack {use['stack']} shared {use['shared']} "
-            f"programs/SM {programs_per_sm(compiled, warps)}")
+            f"programs/SM {min(occupancy(use, warps).values())}")
 
 
 def main(head_dims):
@@ -37,14 +36,15 @@ def main(head_dims):
                 constexprs = {**training_constexprs(part, head_dim, config),
                               **dict.fromkeys(SPECIALIZED_TO_ONE[part], 1)}
                 kernel = launch.kernel_for(head_dim)
-                compiled = compile_for(kernel, constexprs, warps, stages, **config_options(config))
-                line = f"D{head_dim} {part} {config} {describe(compiled, warps)}"
-                n = programs_per_sm(compiled, warps)
-                room = min((228 * 1024) // (resource_use(compiled)["shared"] + 1024), 64 // warps)
-                if not config[5] and room > n:
+                compiled = compile_for(kernel, constexprs, warps, stages, **register_cap(config))
+                use = resource_use(compiled)
+                line = f"D{head_dim} {part} {config} {describe(use, warps)}"
+                bounds = occupancy(use, warps)
+                n = min(bounds.values())
+                if not config[5] and min(bounds["shared"], bounds["warps"]) > n:
                     cap = 65536 // ((n + 1) * warps * 32) // 8 * 8
                     capped = compile_for(kernel, constexprs, warps, stages, maxnreg=cap)
-                    line += f" | maxnreg {cap}: {describe(capped, warps)}"
+                    line += f" | maxnreg {cap}: {describe(resource_use(capped), warps)}"
                 print(line, flush=True)
 
 
