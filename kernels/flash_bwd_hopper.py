@@ -19,7 +19,7 @@ barrier, so one's elementwise work runs during the other's matrix products.
 Covers: dense ``(B, S, H, D)`` bf16/fp16, head dim 64 or 128, causal (bottom-right aligned) or
 not, GQA (a program sums its share of the group's query heads, as the Triton kernel), where
 ``_common.tma_ready`` holds; ``routes`` takes the calls measured faster (dK/dV: 128, and 64
-without a causal mask, with one from 4096 query rows under Triton 3.6; dQ: 128). Not: packed
+without a causal mask, with one from 2048 query rows under Triton 3.6; dQ: 128). Not: packed
 sequences, windows, softcap, dropout, padding masks. Gluon does not run under the interpreter;
 the GPU suite tests these paths (``tests/gpu/test_hopper_backward.py``). HF_STABLE_ATTN_GLUON=0
 turns them off.
@@ -256,9 +256,11 @@ def faster_routes(triton_version: str) -> dict[tuple[int, bool], int]:
     """Least query rows per (head dim, causal) from which this kernel measured faster than the
     Triton dK/dV (the whole backward, S 4096 unless named), under ``triton_version``: 128 both
     ways and 64 not causal from any length (v20c, H100: D64 +12% MHA, +9% GQA 8:1); 64 causal
-    from 4096 rows under Triton 3.6 (session 32, H200, once the mask left the tiles below the
-    diagonal: +3% at 4096, +5% at 8192, -3% at 2048; before, -6% to -1%), but not under 3.9
-    (ptxas 13.4), where the Triton kernel stays 1-5% faster at 4096 (session 32, another H200).
+    from 2048 rows under Triton 3.6 (session 32, H200, once the mask left the tiles below the
+    diagonal: +3% at 4096, +5% at 8192, -3% at 2048; session 59, one H200, after the host
+    descriptors and ``launch_compiled``: +1.2% / +1.6% at 2048 MHA / GQA 8:1, +6.7% / +2.9% at
+    4096), but not under 3.9 (ptxas 13.4), where the Triton kernel stays 1-5% faster at 4096
+    (session 32, another H200). 1024 rows and fewer not measured since session 32.
     Causal 64 with GQA returned other bits on some repeated calls until the loader waited for
     the last head's copies before writing its descriptors (v30a, session 30:
     gpu/dkdv_determinism.py, 0 of 390 calls against 7 of 390 before; since session 55 the
@@ -266,7 +268,7 @@ def faster_routes(triton_version: str) -> dict[tuple[int, bool], int]:
     first."""
     routes = {(128, False): 0, (128, True): 0, (64, False): 0}
     if tuple(int(x) for x in triton_version.split(".")[:2]) < (3, 9):
-        routes[64, True] = 4096
+        routes[64, True] = 2048
     return routes
 
 

@@ -80,10 +80,12 @@ def test_covered_calls_take_the_gluon_dkdv_and_meet_the_float64_rule(case, monke
         check_flash_rule(name, got, p, e, 3.0)
 
 
-@pytest.mark.parametrize("head_dim, window_left", [(128, 100), (64, -1)])
-def test_a_window_or_head_dim_64_below_4096_rows_takes_the_triton_dkdv(head_dim, window_left):
-    q, k, v, dout = _inputs(1, 2048, 2048, 2, 2, head_dim, torch.bfloat16, False, seed=3)
-    kw = launch_kwargs(2048, 2048, head_dim, causal=True, window_left=window_left)
+@pytest.mark.parametrize("head_dim, window_left, s", [(128, 100, 2048), (64, -1, 2047)])
+def test_a_window_or_a_causal_call_below_tma_rows_takes_the_triton_dkdv(head_dim, window_left, s):
+    """No Gluon dK/dV for a window, nor for a causal call below ``TMA_MIN_SEQLEN`` rows (pointer
+    loads); the head dim 64 causal route starts there under Triton 3.6 (``FASTER``)."""
+    q, k, v, dout = _inputs(1, s, s, 2, 2, head_dim, torch.bfloat16, False, seed=3)
+    kw = launch_kwargs(s, s, head_dim, causal=True, window_left=window_left)
     out, lse = flash_attn_fwd(q, k, v, **kw, **fix_kwargs(shift_params(q.dtype)))
     LAUNCHES["dkdv"].last = None
     flash_attn_bwd(dout, q, k, v, out, lse, **kw)
@@ -116,6 +118,7 @@ ROUTED = [  # batch, S, Hq, Hk, D, causal
     (2, 4096, 32, 4, 64, False),
     (4, 2048, 32, 32, 64, False),
     (2, 4096, 32, 4, 64, True),
+    (4, 2048, 32, 32, 64, True),
 ]
 
 
@@ -151,6 +154,7 @@ def test_the_gluon_dkdv_gives_equal_bits_with_several_heads_a_program(monkeypatc
     query tile a head at the last key tiles. The loader writes each head's Q and dO descriptors
     over the last head's, which a copy still in flight reads; until it waited for those copies
     (v30a), 2 of 11, 3 of 20, 3 of 30 and 2 of 150 repeated calls gave other bits here (sessions
-    28 and 30). Not a route at S 2048, so ``FASTER`` is patched to reach the kernel."""
+    28 and 30). A route at S 2048 under Triton 3.6 only, so ``FASTER`` is patched to reach the
+    kernel under any Triton."""
     monkeypatch.setattr(flash_bwd_hopper, "FASTER", {**flash_bwd_hopper.FASTER, (64, True): 0})
     _equal_bits_on_repeats((8, 2048, 32, 4, 64, True), repeats=100)
