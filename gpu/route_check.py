@@ -3,9 +3,12 @@ the Gluon kernel (its table's config, 64-key tiles, and two consumers on 128-row
 with one program per tile and persistent) or the tuned Triton kernel, MHA and GQA 8:1; the GQA
 backward with each group split (docs/kernel_notes.md, session 18); and (``--kinds routes``) the
 backward with each pairing of the Gluon and Triton dQ and dK/dV kernels, MHA and GQA 8:1.
+With ``--fix-off-too`` every forward route also runs without the fix in the same rounds (names
+ending in ``nofix``), which gives each route's cost of the fix.
 
 Run: ``PYTHONPATH=$PWD python gpu/route_check.py --out routes.json [--budget-s 300]
-[--kinds fwd bwd routes] [--seqlens 2048 4096] [--head-dims 64 128] [--causal true false]``.
+[--kinds fwd bwd routes] [--seqlens 2048 4096] [--head-dims 64 128] [--causal true false]
+[--fix-off-too]``.
 Timing: ``do_bench`` medians over ``--rounds`` rounds, each starting at another variant of the
 shape (``benchmarks.timing.interleaved_medians``), B 4, H 16 at D128 and 32 at D64 (GQA 8:1 for
 the backward), bf16, after one untimed call each (which compiles and, for the Triton kernel,
@@ -49,11 +52,12 @@ def patched(module, **values):
         clear_plans()
 
 
-def forward_variants(q, k, v, kw, fix):
-    """name -> forward call: the Gluon kernel at its table config, at 64-key tiles and with two
-    consumers (128-row tiles, whose 64-row halves see the same causal key tiles; session 34's
-    232 registers), each with one program per tile and persistent (one per SM), and the Triton
-    kernel (Gluon routing switched off for this head dim)."""
+def forward_variants(q, k, v, kw, fix, suffix=""):
+    """name + ``suffix`` -> forward call with the fix's keywords ``fix``: the Gluon kernel at its
+    table config, at 64-key tiles and with two consumers (128-row tiles, whose 64-row halves see
+    the same causal key tiles; session 34's 232 registers), each with one program per tile and
+    persistent (one per SM), and the Triton kernel (the head dim's Gluon routes switched off,
+    with the fix or without)."""
     d = q.shape[-1]
     m = flash_fwd_hopper
     table = m.HOPPER_CONFIGS[d]
@@ -63,17 +67,19 @@ def forward_variants(q, k, v, kw, fix):
         """With ``gluon`` the Gluon kernel at ``config`` from one full tile (whatever ``FASTER``'s
         length rule says), persistent or not (whatever ``PERSISTENT_BELOW`` says), else the
         Triton kernel."""
-        rest = {kk: rows for kk, rows in m.FASTER.items() if kk != (d, True)}
+        rest = {kk: rows for kk, rows in m.FASTER.items() if kk[0] != d}
         below = {kk: rows for kk, rows in m.PERSISTENT_BELOW.items() if kk not in keys}
         with patched(m, HOPPER_CONFIGS={**m.HOPPER_CONFIGS, d: config},
-                     FASTER={**rest, (d, True): (128, 128)} if gluon else rest,
+                     FASTER={**rest, (d, True): (128, 128), (d, False): (128, 128)} if gluon
+                     else rest,
                      PERSISTENT_BELOW={**below, **dict.fromkeys(keys, 1 << 30)} if persistent
                      else below):
             return flash_attn_fwd(q, k, v, **kw, **fix)
     configs = [table, (64, *table[1:]), (table[0], table[1], 232, 2, table[4])]
-    variants = {f"gluon {c}{' persistent' if p else ''}": (lambda c=c, p=p: run(c, True, p))
+    variants = {f"gluon {c}{' persistent' if p else ''}{suffix}":
+                (lambda c=c, p=p: run(c, True, p))
                 for c in dict.fromkeys(configs) for p in (False, True)}
-    return {**variants, "triton": lambda: run(table, False)}
+    return {**variants, f"triton{suffix}": lambda: run(table, False)}
 
 
 def backward_variants(dout, q, k, v, out, lse, kw):
@@ -111,8 +117,9 @@ def query_heads(head_dim: int) -> int:
     return 16 if head_dim == 128 else 32
 
 
-def measure(kind, s, d, causal, heads_kv, rounds):
-    """One shape's variants of ``kind`` timed; ``heads_kv`` None: MHA forward, GQA 8:1 backward."""
+def measure(kind, s, d, causal, heads_kv, rounds, fix_off_too=False):
+    """One shape's variants of ``kind`` timed; ``heads_kv`` None: MHA forward, GQA 8:1 backward;
+    ``fix_off_too``: the forward's routes without the fix as well."""
     batch, hq = 4, query_heads(d)
     hk = heads_kv or (hq if kind == "fwd" else hq // 8)
     q, k, v, dout = draw(batch, s, hq, d, 1), draw(batch, s, hk, d, 2), draw(batch, s, hk, d, 3), \
@@ -121,6 +128,9 @@ def measure(kind, s, d, causal, heads_kv, rounds):
     fix = fix_kwargs(shift_params(torch.bfloat16))
     if kind == "fwd":
         fns, flops = forward_variants(q, k, v, kw, fix), 4 * batch * hq * s * s * d
+        if fix_off_too:
+            off = fix_kwargs(shift_params(torch.bfloat16, stabilize=False))
+            fns.update(forward_variants(q, k, v, kw, off, suffix=" nofix"))
     else:
         out, lse = flash_attn_fwd(q, k, v, **kw, **fix)
         fns = (backward_routes(dout, q, k, v, out, lse, kw, causal) if kind == "routes"
@@ -142,13 +152,15 @@ def main() -> None:
     ap.add_argument("--seqlens", nargs="+", type=int, default=[2048, 4096])
     ap.add_argument("--head-dims", nargs="+", type=int, default=[64, 128])
     ap.add_argument("--causal", nargs="+", default=["true", "false"], choices=["true", "false"])
+    ap.add_argument("--fix-off-too", action="store_true",
+                    help="time every forward route without the fix too")
     args = ap.parse_args()
     t0 = time.time()
     result = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, timings=[])
     plan = [(kind, s, d, causal == "true", heads_kv) for kind in args.kinds
             for s in args.seqlens for d in args.head_dims for causal in args.causal
             for heads_kv in VARIED_HEADS[kind](query_heads(d))]
-    time_within_budget(plan, lambda item: measure(*item, args.rounds), result,
+    time_within_budget(plan, lambda item: measure(*item, args.rounds, args.fix_off_too), result,
                        args.out, args.budget_s, t0, ("kind", "shape", "tflops"))
 
 
