@@ -257,10 +257,12 @@ def faster_routes(triton_version: str) -> dict[tuple[int, bool], int]:
     Triton dK/dV (the whole backward, S 4096 unless named), under ``triton_version``: 128 both
     ways and 64 not causal from any length (v20c, H100: D64 +12% MHA, +9% GQA 8:1); 64 causal
     from 2048 rows under Triton 3.6 (session 32, H200, once the mask left the tiles below the
-    diagonal: +3% at 4096, +5% at 8192, -3% at 2048; session 59, one H200, after the host
-    descriptors and ``launch_compiled``: +1.2% / +1.6% at 2048 MHA / GQA 8:1, +6.7% / +2.9% at
-    4096), but not under 3.9 (ptxas 13.4), where the Triton kernel stays 1-5% faster at 4096
-    (session 32, another H200). 1024 rows and fewer not measured since session 32.
+    diagonal: +3% at 4096, +5% at 8192, -3% at 2048; session 59, two H200s, after the host
+    descriptors and ``launch_compiled``: at 2048 +1.6% and +1.1% with GQA 8:1, +1.2% and -0.5%
+    with MHA in two calls, at 4096 +2.9% and +6.7%), but not under 3.9 (ptxas 13.4), where the
+    Triton kernel stays 1-5% faster at 4096 (session 32, another H200). Fewer causal query rows
+    keep the Triton dK/dV (not timed since session 32; below ``TMA_MIN_SEQLEN`` keys too, they
+    load through pointers, which this kernel does not cover).
     Causal 64 with GQA returned other bits on some repeated calls until the loader waited for
     the last head's copies before writing its descriptors (v30a, session 30:
     gpu/dkdv_determinism.py, 0 of 390 calls against 7 of 390 before; since session 55 the
