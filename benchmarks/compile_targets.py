@@ -6,19 +6,18 @@ its shared memory read) anywhere. The compile tests (``tests/test_sm90_compiles.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import tempfile
 
 import torch
-import triton
 from triton import compile as triton_compile
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from hf_stable_attn.kernels import LAUNCHES, flash_bwd
 from hf_stable_attn.kernels._common import COMPILE_OPTIONS, register_cap, tile_config
+from hf_stable_attn.kernels._ptxas import triton_tool
 
 try:
     from triton.experimental.gluon import _runtime as gluon_runtime
@@ -31,8 +30,6 @@ SHARED_PER_BLOCK = {80: 163 * 1024, 86: 99 * 1024, 89: 99 * 1024, 90: 227 * 1024
                     100: 227 * 1024, 120: 99 * 1024}
 GPUS = {80: "A100", 86: "A10, RTX 3090", 89: "L4, L40, RTX 4090", 90: "H100, H200",
         100: "B200", 120: "RTX 5090"}
-# Triton's bundled CUDA tools (ptxas, cuobjdump).
-_NVIDIA_BIN = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
 
 FLOATS = {"softmax_scale", "qk_scale", "softcap", "dropout_p", "drop_scale", "beta", "tie_window",
           "min_gap", "max_gap"}
@@ -115,8 +112,8 @@ def resource_use(compiled) -> dict:
     with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
         cubin.write(compiled.asm["cubin"])
         cubin.flush()
-        report = subprocess.run([os.path.join(_NVIDIA_BIN, "cuobjdump"), "-res-usage",
-                                 cubin.name], capture_output=True, text=True, check=True).stdout
+        report = subprocess.run([triton_tool("cuobjdump"), "-res-usage", cubin.name],
+                                capture_output=True, text=True, check=True).stdout
     usage = dict(re.findall(r"\b(REG|STACK):(\d+)", report))
     return dict(registers=int(usage["REG"]), stack=int(usage["STACK"]),
                 shared=compiled.metadata.shared)

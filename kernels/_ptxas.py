@@ -48,10 +48,14 @@ def ptxas_env() -> str:
     return f"TRITON_{sm90_ptxas().upper().replace('-', '_')}_PATH"
 
 
+def triton_tool(name: str) -> str:
+    """Path of a CUDA tool bundled with Triton (``ptxas``, ``ptxas-blackwell``, ``cuobjdump``)."""
+    return os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", name)
+
+
 def triton_ptxas() -> str:
     """Path of the ptxas bundled with Triton that builds sm_90."""
-    return os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin",
-                        sm90_ptxas())
+    return triton_tool(sm90_ptxas())
 
 
 def torch_ptxas() -> str:

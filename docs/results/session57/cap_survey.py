@@ -9,10 +9,9 @@ Entries already capped in the tables are compiled as listed."""
 import os
 import sys
 
-import triton
+from hf_stable_attn.kernels._ptxas import triton_tool
 
-os.environ.setdefault("TRITON_PTXAS_PATH", os.path.join(
-    os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas-blackwell"))
+os.environ.setdefault("TRITON_PTXAS_PATH", triton_tool("ptxas-blackwell"))
 
 from benchmarks.compile_targets import (  # noqa: E402
     compile_for, occupancy, resource_use, training_constexprs,
