@@ -61,7 +61,8 @@ def forward_variants(q, k, v, kw, fix, suffix=""):
     d = q.shape[-1]
     m = flash_fwd_hopper
     table = m.HOPPER_CONFIGS[d]
-    keys = [(d, bool(kw["causal"]), stacked) for stacked in (False, True)]
+    keys = [(d, bool(kw["causal"]), stacked, fixed) for stacked in (False, True)
+            for fixed in (False, True)]
 
     def run(config, gluon, persistent=False):
         """With ``gluon`` the Gluon kernel at ``config`` from one full tile (whatever ``FASTER``'s

@@ -556,8 +556,8 @@ HOPPER_CONFIGS = {64: (128, 2, 160, 3, True), 128: (128, 2, 240, 2, False)}
 # 305; at 2048 it runs 7-9% slower; without the fix v22b measured 7% faster at 4096).
 FASTER = {(128, True): (128, 128), (128, False): (128, 128), (64, True): (2048, 4096),
           (64, False): (2048, 4096)}
-# Query rows per (head dim, causal, stacked: ``stacked_heads`` stacks a KV group's heads) below
-# which a launch is persistent (``launch_shape``). Measured on H200s against one program per
+# Query rows per (head dim, causal, stacked: ``stacked_heads`` stacks a KV group's heads, fix on)
+# below which a launch is persistent (``launch_shape``). Measured on H200s against one program per
 # tile (docs/kernel_notes.md, session 33): without a causal mask 4-10% faster at S 2048 (D64 and
 # D128, MHA and GQA 8:1); session 48 (two runs, with the fix): 0-3.6% faster at 4096 and 1-3%
 # at 8192 (D64 and D128, MHA and GQA 8:1; 16384 not measured). Causal launches persistent take
@@ -571,8 +571,14 @@ FASTER = {(128, True): (128, 128), (128, False): (128, 128), (64, True): (2048, 
 # 8192; 2:1 (ping-pong on; session 54, two runs with the fix, one without) +1.6% and +0.9% /
 # +1.2% at S 4096, -0.9% and -0.4% / +0.6% at 8192 (unstacked GQA tiles are MHA's). D128
 # causal 4:1 (as MHA and 8:1): +5.0% at S 2048, +2.0% at 4096, -0.8% at 8192 with the fix.
-PERSISTENT_BELOW = {(64, False, False): 16384, (128, False, False): 16384,
-                    (64, True, True): 16384, (128, True, False): 8192}
+# Keyed by the fix too (session 60, two H200s, every launch with and without it in the same
+# rounds): D64 without a mask and without the fix ran one program per tile 1.5-4.5% faster (MHA,
+# S 2048-8192, two runs at 4096) and 0.3-1.1% (GQA 8:1), where with the fix the persistent launch
+# was 0-8% faster.
+PERSISTENT_BELOW = {(64, False, False, True): 16384,
+                    (128, False, False, True): 16384, (128, False, False, False): 16384,
+                    (64, True, True, True): 16384, (64, True, True, False): 16384,
+                    (128, True, False, True): 8192, (128, True, False, False): 8192}
 ENABLED = os.environ.get("HF_STABLE_ATTN_GLUON", "1") != "0"
 
 
@@ -639,10 +645,12 @@ def stacked_heads(causal, heads_per_kv, consumers, block_n) -> int:
     return 1
 
 
-def persistent_launch(head_dim, causal, rows, stacked) -> bool:
+def persistent_launch(head_dim, causal, rows, stacked, stabilize) -> bool:
     """Whether a call with ``rows`` query rows launches persistent (``PERSISTENT_BELOW``);
-    ``stacked``: its tiles stack a KV group's heads (``stacked_heads``)."""
-    return rows < PERSISTENT_BELOW.get((head_dim, bool(causal), bool(stacked)), 0)
+    ``stacked``: its tiles stack a KV group's heads (``stacked_heads``); ``stabilize``: the
+    fix is on."""
+    key = (head_dim, bool(causal), bool(stacked), bool(stabilize))
+    return rows < PERSISTENT_BELOW.get(key, 0)
 
 
 def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, tie_window,
@@ -660,7 +668,7 @@ def flash_attn_fwd_hopper(q, k, v, *, softmax_scale, causal, stabilize, beta, ti
     block_n, stages, regs, consumers, pingpong = config or HOPPER_CONFIGS[head_dim]
     stack = stacked_heads(causal, hq // hk, consumers, block_n)
     if persistent is None:
-        persistent = persistent_launch(head_dim, causal, sq, stack > 1)
+        persistent = persistent_launch(head_dim, causal, sq, stack > 1, stabilize)
     if config is None and stack > 2 and stabilize:  # see HOPPER_CONFIGS
         pingpong = False
     programs, tiles, columns = launch_shape(batch, sq, hq, persistent, consumers, q.device,

@@ -70,7 +70,8 @@ def test_covered_calls_take_the_gluon_forward_and_meet_the_float64_rule(case, pe
     """Both launches (``PERSISTENT_BELOW`` for every length or none): one program per query
     tile, or one per SM (the 4 x 8-head case loops over several tiles)."""
     *shape, dtype, causal = case
-    every = {(d, c, s): 1 << 30 for d in (64, 128) for c in (False, True) for s in (False, True)}
+    every = {(d, c, s, f): 1 << 30 for d in (64, 128) for c in (False, True)
+             for s in (False, True) for f in (False, True)}
     monkeypatch.setattr(flash_fwd_hopper, "PERSISTENT_BELOW", every if persistent else {})
     q, k, v = _inputs(*shape, dtype, seed=sum(shape))
     kw = launch_kwargs(q.shape[1], k.shape[1], q.shape[-1], causal=causal)
