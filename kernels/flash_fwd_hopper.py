@@ -571,14 +571,16 @@ FASTER = {(128, True): (128, 128), (128, False): (128, 128), (64, True): (2048, 
 # 8192; 2:1 (ping-pong on; session 54, two runs with the fix, one without) +1.6% and +0.9% /
 # +1.2% at S 4096, -0.9% and -0.4% / +0.6% at 8192 (unstacked GQA tiles are MHA's). D128
 # causal 4:1 (as MHA and 8:1): +5.0% at S 2048, +2.0% at 4096, -0.8% at 8192 with the fix.
-# Keyed by the fix too (session 60, two H200s, every launch with and without it in the same
-# rounds): D64 without a mask and without the fix ran one program per tile 1.5-4.5% faster (MHA,
-# S 2048-8192, two runs at 4096) and 0.3-1.1% (GQA 8:1), where with the fix the persistent launch
-# was 0-8% faster.
+# Keyed by the fix too (session 60, two H200s of one host, every launch with and without the
+# fix in the same rounds, ``gpu/route_check.py --fix-off-too``): without the fix, D64 without a
+# mask ran one program per tile 1.5-4.5% faster (MHA, S 2048-8192, GPU 0) and 0.1-1.3% (GPU 1),
+# GQA 8:1 -0.1% to +1.1%, where with the fix the persistent launch was 0-8% faster; D128 causal
+# ran persistent 0.6-4.2% faster at S 8192 (two runs) and 2.1-3.0% at 16384 (one; longer not
+# measured), where with the fix one program per tile was 1.1-4.5% faster from 8192.
 PERSISTENT_BELOW = {(64, False, False, True): 16384,
                     (128, False, False, True): 16384, (128, False, False, False): 16384,
                     (64, True, True, True): 16384, (64, True, True, False): 16384,
-                    (128, True, False, True): 8192, (128, True, False, False): 8192}
+                    (128, True, False, True): 8192, (128, True, False, False): 32768}
 ENABLED = os.environ.get("HF_STABLE_ATTN_GLUON", "1") != "0"
 
 

@@ -101,13 +101,13 @@ def test_a_kv_groups_heads_are_stacked_where_a_causal_tile_spans_part_of_a_key_t
 @pytest.mark.parametrize("head_dim, causal, stacked, stabilize, below", [
     (64, False, False, True, 16384), (64, False, False, False, 0),
     (128, False, False, True, 16384), (128, False, False, False, 16384),
-    (128, True, False, True, 8192), (128, True, False, False, 8192),
+    (128, True, False, True, 8192), (128, True, False, False, 32768),
     (64, True, True, True, 16384), (64, True, True, False, 16384),
     (64, True, False, True, 0), (64, True, False, False, 0)])
 def test_persistent_launches_where_measured_faster(head_dim, causal, stacked, stabilize, below):
-    """Without a causal mask below 16384 rows, but at D64 only with the fix; with one below 8192
-    at D128, and below 16384 at D64 where a tile stacks a KV group's heads; never for other D64
-    causal tiles (MHA's)."""
+    """Without a causal mask below 16384 rows, but at D64 only with the fix; with one at D128
+    below 8192 with the fix and 32768 without, and below 16384 at D64 where a tile stacks a KV
+    group's heads; never for other D64 causal tiles (MHA's)."""
     for rows in [r for r in (2048, 4096, below - 1, below, 2 * below) if r > 0]:
         expected = 0 < rows < below
         assert flash_fwd_hopper.persistent_launch(head_dim, causal, rows, stacked,
