@@ -1,0 +1,82 @@
+"""Session 61, CPU only: the head dim 64 Triton dK/dV's table entries built for sm_90a as a
+causal bf16 training call, each with the scores transposed (shipped) and rows first
+(``_ROWS_FIRST_MIN_M`` at 64, as head dim 256 does from 128 rows): registers, spilled bytes,
+shared memory, instructions in all and in the two longest loops (backward branches in the SASS),
+the cp.async (non-bulk) copies in the PTX, which the lse and delta vectors of each query tile
+take.
+
+    PYTHONPATH=$PWD python docs/results/session61/dkdv_sass_survey.py
+    TRITON_PTXAS_PATH=<CUDA 13.0 ptxas> PYTHONPATH=$PWD <Triton 3.6 python> ...
+
+The GPU machine's Triton 3.6 builds sm_90 with PyTorch's CUDA 13.0 ptxas (kernels/_ptxas.py);
+``pip download nvidia-cuda-nvcc==13.0.88`` has the same build (36424714). Triton 3.9 builds it
+with its bundled ptxas-blackwell 13.4.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+
+import triton
+
+from benchmarks.compile_targets import compile_for, resource_use, training_constexprs
+from hf_stable_attn.kernels import LAUNCHES, flash_bwd
+from hf_stable_attn.kernels._common import register_cap, tile_config
+from hf_stable_attn.kernels._ptxas import ptxas_env, triton_ptxas, triton_tool
+
+INSTRUCTION = re.compile(r"\s+/\*([0-9a-f]{4,})\*/\s+(.*?);")
+TARGET = re.compile(r"BRA\b.*?0x([0-9a-f]+)")
+
+
+def sass_lines(cubin: bytes) -> list[tuple[int, str]]:
+    """(address, instruction) of every SASS instruction in ``cubin``."""
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        text = subprocess.run([triton_tool("cuobjdump"), "-sass", f.name], capture_output=True,
+                              text=True, check=True).stdout
+    return [(int(a, 16), op) for a, op in INSTRUCTION.findall(text)]
+
+
+def loop_sizes(lines: list[tuple[int, str]]) -> list[int]:
+    """Instructions between each backward branch and its target, longest first."""
+    index = {address: i for i, (address, _) in enumerate(lines)}
+    sizes = []
+    for i, (address, op) in enumerate(lines):
+        target = TARGET.search(op)
+        if target and int(target.group(1), 16) < address and int(target.group(1), 16) in index:
+            sizes.append(i - index[int(target.group(1), 16)] + 1)
+    return sorted(sizes, reverse=True)
+
+
+def ptxas_release() -> str:
+    """The release line of the ptxas that builds sm_90 here (the variable that chooses it, else
+    Triton's bundled one)."""
+    path = os.environ.get(ptxas_env()) or triton_ptxas()
+    return subprocess.run([path, "--version"], capture_output=True, text=True,
+                          check=True).stdout.strip().splitlines()[-1]
+
+
+def main() -> None:
+    print(f"triton {triton.__version__}, {ptxas_release()}")
+    for config in map(tile_config, flash_bwd._DKDV_CONFIGS[64]):
+        for rows_first in (False, True):
+            if rows_first and config[0] < 64:
+                continue
+            constexprs = training_constexprs("dkdv", 64, config)
+            constexprs["ROWS_FIRST_MIN_M"] = 64 if rows_first else 0
+            compiled = compile_for(LAUNCHES["dkdv"].kernel_for(64), constexprs, config[2],
+                                   config[3], **register_cap(config))
+            use = resource_use(compiled)
+            lines = sass_lines(compiled.asm["cubin"])
+            copies = len(re.findall(r"cp\.async\.c[ag]\.", compiled.asm["ptx"]))
+            print(f"{str(config):28s} {'rows first' if rows_first else 'transposed':10s} "
+                  f"regs {use['registers']} spill {use['stack']:4d} shared {use['shared']:6d} "
+                  f"instr {len(lines):5d} loops {loop_sizes(lines)[:2]} cp.async {copies}")
+
+
+if __name__ == "__main__":
+    main()
