@@ -1,11 +1,12 @@
-"""Session 61, CPU only: the head dim 64 Triton dK/dV's table entries built for sm_90a as a
-causal bf16 training call, each with the scores transposed (shipped) and rows first
+"""Session 61, CPU only: the Triton dK/dV's table entries (head dim 64 unless named) built for
+sm_90a (``--capability 80``: sm_80, pointer-load entries only) as a causal bf16 training call, each with the scores transposed (shipped) and rows first
 (``_ROWS_FIRST_MIN_M`` at 64, as head dim 256 does from 128 rows): registers, spilled bytes,
 shared memory, instructions in all and in the two longest loops (backward branches in the SASS),
 the cp.async (non-bulk) copies in the PTX, which the lse and delta vectors of each query tile
 take.
 
-    PYTHONPATH=$PWD python docs/results/session61/dkdv_sass_survey.py
+    PYTHONPATH=$PWD python docs/results/session61/dkdv_sass_survey.py [--capability 80]
+        [--head-dims 64 128]
     TRITON_PTXAS_PATH=<CUDA 13.0 ptxas> PYTHONPATH=$PWD <Triton 3.6 python> ...
 
 The GPU machine's Triton 3.6 builds sm_90 with PyTorch's CUDA 13.0 ptxas (kernels/_ptxas.py);
@@ -15,6 +16,7 @@ with its bundled ptxas-blackwell 13.4.
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import subprocess
@@ -61,21 +63,33 @@ def ptxas_release() -> str:
 
 
 def main() -> None:
-    print(f"triton {triton.__version__}, {ptxas_release()}")
-    for config in map(tile_config, flash_bwd._DKDV_CONFIGS[64]):
-        for rows_first in (False, True):
-            if rows_first and config[0] < 64:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--capability", type=int, default=90)
+    ap.add_argument("--head-dims", nargs="+", type=int, default=[64])
+    args = ap.parse_args()
+    print(f"triton {triton.__version__}, {ptxas_release()}, sm_{args.capability}")
+    for head_dim in args.head_dims:
+        for config in map(tile_config, flash_bwd._DKDV_CONFIGS[head_dim]):
+            if config[4] and args.capability < 90:
                 continue
-            constexprs = training_constexprs("dkdv", 64, config)
-            constexprs["ROWS_FIRST_MIN_M"] = 64 if rows_first else 0
-            compiled = compile_for(LAUNCHES["dkdv"].kernel_for(64), constexprs, config[2],
-                                   config[3], **register_cap(config))
-            use = resource_use(compiled)
-            lines = sass_lines(compiled.asm["cubin"])
-            copies = len(re.findall(r"cp\.async\.c[ag]\.", compiled.asm["ptx"]))
-            print(f"{str(config):28s} {'rows first' if rows_first else 'transposed':10s} "
-                  f"regs {use['registers']} spill {use['stack']:4d} shared {use['shared']:6d} "
-                  f"instr {len(lines):5d} loops {loop_sizes(lines)[:2]} cp.async {copies}")
+            for rows_first in (False, True):
+                if rows_first and config[0] < 64:
+                    continue
+                survey(head_dim, config, rows_first, args.capability)
+
+
+def survey(head_dim: int, config: tuple, rows_first: bool, capability: int) -> None:
+    """One line: ``config``'s build at ``head_dim``, scores rows first or transposed."""
+    constexprs = training_constexprs("dkdv", head_dim, config)
+    constexprs["ROWS_FIRST_MIN_M"] = 64 if rows_first else 0
+    compiled = compile_for(LAUNCHES["dkdv"].kernel_for(head_dim), constexprs, config[2],
+                           config[3], capability=capability, **register_cap(config))
+    use = resource_use(compiled)
+    lines = sass_lines(compiled.asm["cubin"])
+    copies = len(re.findall(r"cp\.async\.c[ag]\.", compiled.asm["ptx"]))
+    print(f"D{head_dim} {str(config):28s} {'rows first' if rows_first else 'transposed':10s} "
+          f"regs {use['registers']} spill {use['stack']:4d} shared {use['shared']:6d} "
+          f"instr {len(lines):5d} loops {loop_sizes(lines)[:2]} cp.async {copies}")
 
 
 if __name__ == "__main__":
