@@ -105,16 +105,20 @@ def descriptor_type(rows: int, head_dim: int) -> str:
     return f"tensordesc<bf16[{', '.join(map(str, block))}],{layout!r}>"
 
 
-def resource_use(compiled) -> dict:
-    """``registers`` and ``stack`` bytes (spills) per thread of a kernel ``compile_for`` built,
-    as ``cuobjdump -res-usage`` (Triton's bundled one) reads its cubin, and its ``shared``
-    memory in bytes."""
+def cuobjdump(compiled, flag: str) -> str:
+    """What ``cuobjdump`` (Triton's bundled one) prints with ``flag`` (``-res-usage``,
+    ``-sass``) for the cubin of a kernel ``compile_for`` built."""
     with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
         cubin.write(compiled.asm["cubin"])
         cubin.flush()
-        report = subprocess.run([triton_tool("cuobjdump"), "-res-usage", cubin.name],
-                                capture_output=True, text=True, check=True).stdout
-    usage = dict(re.findall(r"\b(REG|STACK):(\d+)", report))
+        return subprocess.run([triton_tool("cuobjdump"), flag, cubin.name],
+                              capture_output=True, text=True, check=True).stdout
+
+
+def resource_use(compiled) -> dict:
+    """``registers`` and ``stack`` bytes (spills) per thread of a kernel ``compile_for`` built,
+    as ``cuobjdump -res-usage`` reads its cubin, and its ``shared`` memory in bytes."""
+    usage = dict(re.findall(r"\b(REG|STACK):(\d+)", cuobjdump(compiled, "-res-usage")))
     return dict(registers=int(usage["REG"]), stack=int(usage["STACK"]),
                 shared=compiled.metadata.shared)
 

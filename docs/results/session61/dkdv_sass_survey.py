@@ -1,9 +1,9 @@
 """Session 61, CPU only: the Triton dK/dV's table entries (head dim 64 unless named) built for
-sm_90a (``--capability 80``: sm_80, pointer-load entries only) as a causal bf16 training call, each with the scores transposed (shipped) and rows first
-(``_ROWS_FIRST_MIN_M`` at 64, as head dim 256 does from 128 rows): registers, spilled bytes,
-shared memory, instructions in all and in the two longest loops (backward branches in the SASS),
-the cp.async (non-bulk) copies in the PTX, which the lse and delta vectors of each query tile
-take.
+sm_90a (``--capability 80``: sm_80, pointer-load entries only) as a causal bf16 training call,
+each with the scores transposed (shipped) and rows first (``_ROWS_FIRST_MIN_M`` at 64, as head
+dim 256 does from 128 rows): registers, spilled bytes, shared memory, instructions in all and in
+the two longest loops (backward branches in the SASS), the cp.async (non-bulk) copies in the
+PTX, which the lse and delta vectors of each query tile take.
 
     PYTHONPATH=$PWD python docs/results/session61/dkdv_sass_survey.py [--capability 80]
         [--head-dims 64 128]
@@ -20,27 +20,21 @@ import argparse
 import os
 import re
 import subprocess
-import tempfile
 
 import triton
 
-from benchmarks.compile_targets import compile_for, resource_use, training_constexprs
+from benchmarks.compile_targets import compile_for, cuobjdump, resource_use, training_constexprs
 from hf_stable_attn.kernels import LAUNCHES, flash_bwd
 from hf_stable_attn.kernels._common import register_cap, tile_config
-from hf_stable_attn.kernels._ptxas import ptxas_env, triton_ptxas, triton_tool
+from hf_stable_attn.kernels._ptxas import ptxas_env, triton_ptxas
 
 INSTRUCTION = re.compile(r"\s+/\*([0-9a-f]{4,})\*/\s+(.*?);")
 TARGET = re.compile(r"BRA\b.*?0x([0-9a-f]+)")
 
 
-def sass_lines(cubin: bytes) -> list[tuple[int, str]]:
-    """(address, instruction) of every SASS instruction in ``cubin``."""
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(cubin)
-        f.flush()
-        text = subprocess.run([triton_tool("cuobjdump"), "-sass", f.name], capture_output=True,
-                              text=True, check=True).stdout
-    return [(int(a, 16), op) for a, op in INSTRUCTION.findall(text)]
+def sass_lines(compiled) -> list[tuple[int, str]]:
+    """(address, instruction) of every SASS instruction of a kernel ``compile_for`` built."""
+    return [(int(a, 16), op) for a, op in INSTRUCTION.findall(cuobjdump(compiled, "-sass"))]
 
 
 def loop_sizes(lines: list[tuple[int, str]]) -> list[int]:
@@ -48,9 +42,10 @@ def loop_sizes(lines: list[tuple[int, str]]) -> list[int]:
     index = {address: i for i, (address, _) in enumerate(lines)}
     sizes = []
     for i, (address, op) in enumerate(lines):
-        target = TARGET.search(op)
-        if target and int(target.group(1), 16) < address and int(target.group(1), 16) in index:
-            sizes.append(i - index[int(target.group(1), 16)] + 1)
+        found = TARGET.search(op)
+        target = int(found.group(1), 16) if found else None
+        if target is not None and target < address and target in index:
+            sizes.append(i - index[target] + 1)
     return sorted(sizes, reverse=True)
 
 
@@ -85,7 +80,7 @@ def survey(head_dim: int, config: tuple, rows_first: bool, capability: int) -> N
     compiled = compile_for(LAUNCHES["dkdv"].kernel_for(head_dim), constexprs, config[2],
                            config[3], capability=capability, **register_cap(config))
     use = resource_use(compiled)
-    lines = sass_lines(compiled.asm["cubin"])
+    lines = sass_lines(compiled)
     copies = len(re.findall(r"cp\.async\.c[ag]\.", compiled.asm["ptx"]))
     print(f"D{head_dim} {str(config):28s} {'rows first' if rows_first else 'transposed':10s} "
           f"regs {use['registers']} spill {use['stack']:4d} shared {use['shared']:6d} "
