@@ -90,7 +90,8 @@ def main() -> None:
         config = tuple(int(x) for x in args.config.split(":")) if args.config else None
         calls, splits, flops = kernel_calls(modules, s, d, g, bool(c), args.splits, config)
         record = dict(seqlen=s, head_dim=d, group=g, causal=bool(c), splits=splits, config=config,
-                      routed=flash_bwd_hopper.dkdv_faster(d, bool(c), s), repeats=args.repeats)
+                      routed=flash_bwd_hopper.dkdv_faster(d, bool(c), g > 1, s),
+                      repeats=args.repeats)
         firsts = {}
         for name, call in calls.items():
             rep = repeats(call, args.repeats)

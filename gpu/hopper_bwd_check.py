@@ -47,7 +47,7 @@ def backward(dout, q, k, v, out, lse, causal, config, dq_config=None):
     m = flash_bwd_hopper
     saved = (m.HOPPER_CONFIGS[d], m.FASTER, m.DQ_CONFIGS[d], m.DQ_FASTER)
     both = {(d, False), (d, True)}
-    m.HOPPER_CONFIGS[d], m.FASTER = config, dict.fromkeys(both, 0)
+    m.HOPPER_CONFIGS[d], m.FASTER = config, {(*key, g): 0 for key in both for g in (False, True)}
     m.DQ_CONFIGS[d], m.DQ_FASTER = (dq_config, both) if dq_config else (saved[2], set())
     clear_plans()  # a plan keeps the routes of the call that made it
     try:

@@ -98,11 +98,12 @@ def backward_routes(dout, q, k, v, out, lse, kw, causal):
     kernel (``flash_bwd_hopper``'s route tables patched for this head dim and mask)."""
     m = flash_bwd_hopper
     key = (q.shape[-1], bool(causal))
+    both = {(*key, grouped): 0 for grouped in (False, True)}  # FASTER's keys for this call
 
     def run(gluon_dq, gluon_dkdv):
-        rest = {kk: rows for kk, rows in m.FASTER.items() if kk != key}
+        rest = {kk: rows for kk, rows in m.FASTER.items() if kk[:2] != key}
         with patched(m, DQ_FASTER=(m.DQ_FASTER | {key}) if gluon_dq else (m.DQ_FASTER - {key}),
-                     FASTER={**rest, key: 0} if gluon_dkdv else rest):
+                     FASTER={**rest, **both} if gluon_dkdv else rest):
             return flash_attn_bwd(dout, q, k, v, out, lse, **kw)
     return {f"dq {'gluon' if a else 'triton'}, dkdv {'gluon' if b else 'triton'}":
             (lambda a=a, b=b: run(a, b)) for a in (False, True) for b in (False, True)}

@@ -499,7 +499,7 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
     features = dict(varlen=varlen, window_left=window_left, window_right=window_right,
                     causal=causal, has_softcap=has_softcap, dropout_p=dropout_p,
                     key_padding_mask=key_padding_mask, tma_ok=tma_ok)
-    gluon_dq, gluon_dkdv = (flash_bwd_hopper.routes(q, **features)
+    gluon_dq, gluon_dkdv = (flash_bwd_hopper.routes(q, k, **features)
                             if flash_bwd_hopper is not None else (False, False))
     rowsum_p_dp = p_dp_out is not None
     gluon_dq = gluon_dq and not rowsum_p_dp

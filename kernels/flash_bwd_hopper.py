@@ -19,7 +19,8 @@ barrier, so one's elementwise work runs during the other's matrix products.
 Covers: dense ``(B, S, H, D)`` bf16/fp16, head dim 64 or 128, causal (bottom-right aligned) or
 not, GQA (a program sums its share of the group's query heads, as the Triton kernel), where
 ``_common.tma_ready`` holds; ``routes`` takes the calls measured faster (dK/dV: 128, and 64
-without a causal mask, with one from 2048 query rows under Triton 3.6; dQ: 128). Not: packed
+without a causal mask, with one from 2048 query rows, under Triton 3.9 with GQA only; dQ:
+128). Not: packed
 sequences, windows, softcap, dropout, padding masks. Gluon does not run under the interpreter;
 the GPU suite tests these paths (``tests/gpu/test_hopper_backward.py``). HF_STABLE_ATTN_GLUON=0
 turns them off.
@@ -252,25 +253,28 @@ def _dkdv_ws_kernel(
 HOPPER_CONFIGS = {64: (2, 240, 128), 128: (2, 240, 64)}
 
 
-def faster_routes(triton_version: str) -> dict[tuple[int, bool], int]:
-    """Least query rows per (head dim, causal) from which this kernel measured faster than the
-    Triton dK/dV (the whole backward, S 4096 unless named), under ``triton_version``: 128 both
-    ways and 64 not causal from any length (v20c, H100: D64 +12% MHA, +9% GQA 8:1); 64 causal
-    from 2048 rows under Triton 3.6 (session 32, H200, once the mask left the tiles below the
-    diagonal: +3% at 4096, +5% at 8192, -3% at 2048; session 59, two H200s, after the host
-    descriptors and ``launch_compiled``: at 2048 +1.6% and +1.1% with GQA 8:1, +1.2% and -0.5%
-    with MHA in two calls, at 4096 +2.9% and +6.7%), but not under 3.9 (ptxas 13.4), where the
-    Triton kernel stays 1-5% faster at 4096 (session 32, another H200). Fewer causal query rows
-    keep the Triton dK/dV (not timed since session 32; below ``TMA_MIN_SEQLEN`` keys too, they
-    load through pointers, which this kernel does not cover).
+def faster_routes(triton_version: str) -> dict[tuple[int, bool, bool], int]:
+    """Least query rows per (head dim, causal, grouped: more query heads than KV heads) from which
+    this kernel measured faster than the Triton dK/dV (the whole backward, S 4096 unless named),
+    under ``triton_version``: 128 both ways and 64 not causal from any length (v20c, H100: D64
+    +12% MHA, +9% GQA 8:1); 64 causal from 2048 rows under Triton 3.6 (session 32, H200, once the
+    mask left the tiles below the diagonal: +3% at 4096, +5% at 8192, -3% at 2048; session 59,
+    two H200s, after the host descriptors and ``launch_compiled``: at 2048 +1.6% and +1.1% with
+    GQA 8:1, +1.2% and -0.5% with MHA in two calls, at 4096 +2.9% and +6.7%). Under 3.9 (ptxas
+    13.4) 64 causal from 2048 rows with GQA only (session 62, H200, three runs each: +3.5% at
+    2048 and +4% at 4096 with GQA 8:1; with MHA the Triton kernel leads by 11% and 4%). Fewer
+    causal query rows keep the Triton dK/dV (not timed since session 32; below ``TMA_MIN_SEQLEN``
+    keys too, they load through pointers, which this kernel does not cover).
     Causal 64 with GQA returned other bits on some repeated calls until the loader waited for
     the last head's copies before writing its descriptors (v30a, session 30:
     gpu/dkdv_determinism.py, 0 of 390 calls against 7 of 390 before; since session 55 the
     descriptors are the host's and nothing is rewritten); a new route must pass that script
     first."""
-    routes = {(128, False): 0, (128, True): 0, (64, False): 0}
+    routes = {(d, causal, grouped): 0 for d, causal in ((128, False), (128, True), (64, False))
+              for grouped in (False, True)}
+    routes[64, True, True] = 2048
     if tuple(int(x) for x in triton_version.split(".")[:2]) < (3, 9):
-        routes[64, True] = 2048
+        routes[64, True, False] = 2048
     return routes
 
 
@@ -285,21 +289,23 @@ PROGRAMS_PER_SM = {False: 1, True: 8}
 MOST_SPLITS = 4
 
 
-def routes(q, **features) -> tuple[bool, bool]:
+def routes(q, k, **features) -> tuple[bool, bool]:
     """Whether ``flash_bwd.flash_attn_bwd``'s dQ and its dK/dV go to this module's kernels: calls
     they cover (see the module docstring; ``features`` are
     ``flash_fwd_hopper.plain_dense_sm90``'s, ``tma_ok`` ``_common.tma_ready`` of the backward's
     tensors) and measured faster on (``DQ_FASTER``: head dim and causal mask; ``FASTER``: the
-    same from its least query rows)."""
+    same and whether ``q`` (B, Sq, Hq, D) has more heads than ``k`` (B, Sk, Hk, D), from its
+    least query rows)."""
     if not flash_fwd_hopper.plain_dense_sm90(q, **features):
         return False, False
     head_dim, causal = q.shape[-1], bool(features["causal"])
-    return (head_dim, causal) in DQ_FASTER, dkdv_faster(head_dim, causal, q.shape[1])
+    grouped = q.shape[-2] > k.shape[-2]
+    return (head_dim, causal) in DQ_FASTER, dkdv_faster(head_dim, causal, grouped, q.shape[1])
 
 
-def dkdv_faster(head_dim: int, causal: bool, query_rows: int) -> bool:
+def dkdv_faster(head_dim: int, causal: bool, grouped: bool, query_rows: int) -> bool:
     """Whether ``FASTER`` routes a covered call with these features to the Gluon dK/dV."""
-    least = FASTER.get((head_dim, causal))
+    least = FASTER.get((head_dim, causal, grouped))
     return least is not None and query_rows >= least
 
 

@@ -178,39 +178,56 @@ BWD_COVERED = dict(varlen=False, window_left=-1, window_right=-1, causal=True,
                    has_softcap=False, dropout_p=0.0, key_padding_mask=None, tma_ok=True)
 
 
+def _kv(q, heads=None):
+    """An empty K or V for ``q`` (B, S, H, D): ``heads`` KV heads, ``q``'s by default (MHA)."""
+    return torch.empty(*q.shape[:2], heads or q.shape[2], q.shape[3], dtype=q.dtype)
+
+
+def _bwd_routes(q, heads_kv=None, **features):
+    """``flash_bwd_hopper.routes`` of ``q`` with ``heads_kv`` KV heads (MHA by default)."""
+    return flash_bwd_hopper.routes(q, _kv(q, heads_kv), **features)
+
+
 def test_a_dense_head_dim_128_backward_takes_the_gluon_dkdv(sm90):
-    assert flash_bwd_hopper.routes(_q(), **BWD_COVERED)[1]
-    assert flash_bwd_hopper.routes(_q(), **{**BWD_COVERED, "causal": False})[1]
+    assert _bwd_routes(_q(), **BWD_COVERED)[1]
+    assert _bwd_routes(_q(), **{**BWD_COVERED, "causal": False})[1]
+    assert _bwd_routes(_q(), 1, **BWD_COVERED)[1]
 
 
 def test_the_dq_kernel_follows_its_own_routes(sm90, monkeypatch):
     monkeypatch.setattr(flash_bwd_hopper, "DQ_FASTER", {(64, True)})
-    assert flash_bwd_hopper.routes(_q(64), **BWD_COVERED)[0]
-    assert not flash_bwd_hopper.routes(_q(), **BWD_COVERED)[0]
-    assert not flash_bwd_hopper.routes(_q(64), **{**BWD_COVERED, "causal": False})[0]
+    assert _bwd_routes(_q(64), **BWD_COVERED)[0]
+    assert not _bwd_routes(_q(), **BWD_COVERED)[0]
+    assert not _bwd_routes(_q(64), **{**BWD_COVERED, "causal": False})[0]
 
 
+@pytest.mark.parametrize("heads_kv", [2, 1], ids=["MHA", "GQA"])
 @pytest.mark.parametrize("seqlen, causal, gluon", [
     (128, False, True), (2048, False, True), (1024, True, False), (2047, True, False),
     (2048, True, True), (8192, True, True),
 ])
 def test_head_dim_64_takes_the_gluon_dkdv_causal_only_from_2048_rows_under_triton_36(
-        sm90, monkeypatch, seqlen, causal, gluon):
+        sm90, monkeypatch, seqlen, causal, gluon, heads_kv):
     """Measured faster not causal at any length (kernel_notes v20c), causal from 2048 rows
-    under Triton 3.6 (sessions 32 and 59); its dQ stays Triton."""
+    under Triton 3.6 (sessions 32 and 59), with or without GQA; its dQ stays Triton."""
     monkeypatch.setattr(flash_bwd_hopper, "FASTER", flash_bwd_hopper.faster_routes("3.6.0"))
     call = {**BWD_COVERED, "causal": causal}
-    assert flash_bwd_hopper.routes(_q(64, seqlen), **call) == (False, gluon)
+    assert _bwd_routes(_q(64, seqlen), heads_kv, **call) == (False, gluon)
 
 
 @pytest.mark.parametrize("version", ["3.9.0", "3.10.1"])
-def test_head_dim_64_causal_stays_on_the_triton_dkdv_from_triton_39(sm90, monkeypatch, version):
-    """Under Triton 3.9 (ptxas 13.4) the Triton dK/dV measured faster at D64 causal (session
-    32); the other routes do not depend on the version."""
+def test_head_dim_64_causal_takes_the_gluon_dkdv_with_gqa_only_from_triton_39(
+        sm90, monkeypatch, version):
+    """Under Triton 3.9 (ptxas 13.4) the Triton dK/dV measured faster at D64 causal MHA
+    (sessions 32 and 62) and the Gluon one with GQA 8:1 from 2048 rows (session 62); the other
+    routes do not depend on the version."""
     monkeypatch.setattr(flash_bwd_hopper, "FASTER", flash_bwd_hopper.faster_routes(version))
-    assert not flash_bwd_hopper.routes(_q(64, 8192), **BWD_COVERED)[1]
-    assert flash_bwd_hopper.routes(_q(64, 8192), **{**BWD_COVERED, "causal": False})[1]
-    assert flash_bwd_hopper.routes(_q(128, 8192), **BWD_COVERED)[1]
+    assert not _bwd_routes(_q(64, 8192), **BWD_COVERED)[1]
+    assert _bwd_routes(_q(64, 8192), 1, **BWD_COVERED)[1]
+    assert _bwd_routes(_q(64, 2048), 1, **BWD_COVERED)[1]
+    assert not _bwd_routes(_q(64, 2047), 1, **BWD_COVERED)[1]
+    assert _bwd_routes(_q(64, 8192), **{**BWD_COVERED, "causal": False})[1]
+    assert _bwd_routes(_q(128, 8192), **BWD_COVERED)[1]
 
 
 @pytest.mark.parametrize("change", [
@@ -219,12 +236,12 @@ def test_head_dim_64_causal_stays_on_the_triton_dkdv_from_triton_39(sm90, monkey
     {"key_padding_mask": torch.ones(1, 128, dtype=torch.bool)},
 ], ids=lambda c: next(iter(c)))
 def test_every_feature_the_dkdv_kernel_lacks_takes_the_triton_one(sm90, change):
-    assert flash_bwd_hopper.routes(_q(), **{**BWD_COVERED, **change}) == (False, False)
+    assert _bwd_routes(_q(), **{**BWD_COVERED, **change}) == (False, False)
 
 
 @pytest.mark.parametrize("gluon, covered", [
     (lambda q, **f: flash_fwd_hopper.covers(q, **f), COVERED),
-    (lambda q, **f: any(flash_bwd_hopper.routes(q, **f)), BWD_COVERED),
+    (lambda q, **f: any(_bwd_routes(q, **f)), BWD_COVERED),
 ], ids=["forward", "backward"])
 def test_other_gpus_and_the_switch_take_the_triton_kernels(monkeypatch, gluon, covered):
     """The Gluon kernels follow the forward module's GPU test and HF_STABLE_ATTN_GLUON."""
