@@ -37,16 +37,21 @@ def sass_lines(compiled) -> list[tuple[int, str]]:
     return [(int(a, 16), op) for a, op in INSTRUCTION.findall(cuobjdump(compiled, "-sass"))]
 
 
-def loop_sizes(lines: list[tuple[int, str]]) -> list[int]:
-    """Instructions between each backward branch and its target, longest first."""
+def loops(lines: list[tuple[int, str]]) -> list[tuple[int, int]]:
+    """(first, last) instruction index of every backward branch's span (its target, itself)."""
     index = {address: i for i, (address, _) in enumerate(lines)}
-    sizes = []
+    spans = []
     for i, (address, op) in enumerate(lines):
         found = TARGET.search(op)
         target = int(found.group(1), 16) if found else None
         if target is not None and target < address and target in index:
-            sizes.append(i - index[target] + 1)
-    return sorted(sizes, reverse=True)
+            spans.append((index[target], i))
+    return spans
+
+
+def loop_sizes(lines: list[tuple[int, str]]) -> list[int]:
+    """Instructions between each backward branch and its target, longest first."""
+    return sorted((last - first + 1 for first, last in loops(lines)), reverse=True)
 
 
 def ptxas_release() -> str:

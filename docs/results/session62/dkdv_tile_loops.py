@@ -24,21 +24,9 @@ from hf_stable_attn.kernels import LAUNCHES
 from hf_stable_attn.kernels._common import register_cap, tile_config
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "session61"))
-from dkdv_sass_survey import TARGET, ptxas_release, sass_lines  # noqa: E402
+from dkdv_sass_survey import loops, ptxas_release, sass_lines  # noqa: E402
 
 COUNTED = ("LDGSTS", "UTMALDG", "BAR.SYNC", "LDL")
-
-
-def loops(lines: list[tuple[int, str]]) -> list[tuple[int, int]]:
-    """(first, last) instruction index of every backward branch's span."""
-    index = {address: i for i, (address, _) in enumerate(lines)}
-    spans = []
-    for i, (address, op) in enumerate(lines):
-        found = TARGET.search(op)
-        target = int(found.group(1), 16) if found else None
-        if target is not None and target < address and target in index:
-            spans.append((index[target], i))
-    return spans
 
 
 def tile_loops(lines: list[tuple[int, str]]) -> list[tuple[int, int]]:
