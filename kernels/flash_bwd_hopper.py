@@ -20,10 +20,9 @@ Covers: dense ``(B, S, H, D)`` bf16/fp16, head dim 64 or 128, causal (bottom-rig
 not, GQA (a program sums its share of the group's query heads, as the Triton kernel), where
 ``_common.tma_ready`` holds; ``routes`` takes the calls measured faster (dK/dV: 128, and 64
 without a causal mask, with one from 2048 query rows, under Triton 3.9 with GQA only; dQ:
-128). Not: packed
-sequences, windows, softcap, dropout, padding masks. Gluon does not run under the interpreter;
-the GPU suite tests these paths (``tests/gpu/test_hopper_backward.py``). HF_STABLE_ATTN_GLUON=0
-turns them off.
+128). Not: packed sequences, windows, softcap, dropout, padding masks. Gluon does not run under
+the interpreter; the GPU suite tests these paths (``tests/gpu/test_hopper_backward.py``).
+HF_STABLE_ATTN_GLUON=0 turns them off.
 """
 
 from __future__ import annotations
@@ -261,10 +260,11 @@ def faster_routes(triton_version: str) -> dict[tuple[int, bool, bool], int]:
     mask left the tiles below the diagonal: +3% at 4096, +5% at 8192, -3% at 2048; session 59,
     two H200s, after the host descriptors and ``launch_compiled``: at 2048 +1.6% and +1.1% with
     GQA 8:1, +1.2% and -0.5% with MHA in two calls, at 4096 +2.9% and +6.7%). Under 3.9 (ptxas
-    13.4) 64 causal from 2048 rows with GQA only (session 62, H200, three runs each: +3.5% at
-    2048 and +4% at 4096 with GQA 8:1; with MHA the Triton kernel leads by 11% and 4%). Fewer
-    causal query rows keep the Triton dK/dV (not timed since session 32; below ``TMA_MIN_SEQLEN``
-    keys too, they load through pointers, which this kernel does not cover).
+    13.4) 64 causal from 2048 rows with GQA only (session 62, H200, GQA 8:1: +3.4% at 2048 and
+    +4.2% at 4096 over three and two runs, +3.7% at 8192; with MHA the Triton kernel leads by
+    11%, 4% and 0.6%). Fewer causal query rows keep the Triton dK/dV (not timed since session
+    32; below ``TMA_MIN_SEQLEN`` keys too, they load through pointers, which this kernel does
+    not cover).
     Causal 64 with GQA returned other bits on some repeated calls until the loader waited for
     the last head's copies before writing its descriptors (v30a, session 30:
     gpu/dkdv_determinism.py, 0 of 390 calls against 7 of 390 before; since session 55 the
