@@ -92,7 +92,8 @@ def triton_descriptors(kernel, constexprs: dict) -> dict[str, str]:
     if launch is None:
         return {}
     names = [param.name for param in kernel.params]
-    return {names[index]: f"tensordesc<bf16[1, {rows}, 1, {width}]>"
+    return {names[index]: (f"tensordesc<bf16[1, {rows}, 1, {width}]>" if width is not None
+                           else f"tensordesc<fp32[1, 1, {rows}]>")
             for index, rows, width in launch.descriptor_slots(constexprs)}
 
 
@@ -151,7 +152,8 @@ def training_constexprs(part: str, head_dim: int, config: tuple) -> dict:
     elif part == "dq":
         constexprs.update(ROWSUM_P_DP=False)
     else:
-        constexprs.update(ROWS_FIRST_MIN_M=flash_bwd._ROWS_FIRST_MIN_M.get(head_dim, 0))
+        constexprs.update(ROWS_FIRST_MIN_M=flash_bwd._ROWS_FIRST_MIN_M.get(head_dim, 0),
+                          VECTOR_TMA=flash_bwd._VECTOR_TMA)
     return constexprs
 
 

@@ -255,6 +255,13 @@ def row_descriptor(x: torch.Tensor, rows: int, block_d: int) -> TensorDescriptor
     return TensorDescriptor(x, list(x.shape), list(x.stride()), [1, rows, 1, block_d])
 
 
+def vector_descriptor(x: torch.Tensor, rows: int) -> TensorDescriptor:
+    """The ``HOST_DESCRIPTORS`` argument for a per-row fp32 vector ``x`` (B, H, S) such as lse
+    (contiguous, S % 4 == 0 and 16-byte aligned, so every stride but the last is a multiple of
+    16 bytes): a box of ``rows`` values of one head (values past S read as zeros)."""
+    return TensorDescriptor(x, list(x.shape), list(x.stride()), [1, 1, rows])
+
+
 @triton.jit
 def head_sources(A, B, b, head, start, stride_ab, stride_ah, stride_as, stride_bb, stride_bh,
                  stride_bs, seqlen, head_dim, BLOCK: tl.constexpr, BLOCK_D: tl.constexpr,
@@ -504,10 +511,12 @@ class TiledLaunch:
     kernel) names another compile of ``kernel``'s function that those head dims launch instead
     (``runtime_ints_jit``). ``descriptors`` (argument name -> the tile meta-parameter that is
     its box's rows) names the (B, S, H, D) tensors that a TMA config in the dense layout reads
-    through ``row_descriptor``s (``tma_mode``): ``launch`` makes them per config.
+    through ``row_descriptor``s (``tma_mode``): ``launch`` makes them per config;
+    ``vector_descriptors`` the same for (B, H, S) fp32 vectors read through
+    ``vector_descriptor``s, where the flag ``VECTOR_TMA`` is set as well.
     """
 
-    def __init__(self, kernel, table, variants=None, descriptors=None):
+    def __init__(self, kernel, table, variants=None, descriptors=None, vector_descriptors=None):
         self.kernel, self.table = kernel, table
         self.variants = variants or {}
         self.chosen, self.compiled, self.timings = {}, {}, {}
@@ -521,6 +530,8 @@ class TiledLaunch:
         names = getattr(kernel, "arg_names", None) or [p.name for p in params]  # interpreter's
         self.descriptors = tuple((names.index(name), rows)
                                  for name, rows in (descriptors or {}).items())
+        self.vector_descriptors = tuple((names.index(name), rows)
+                                        for name, rows in (vector_descriptors or {}).items())
 
     def __call__(self, grid, block_d, key, args, flags, tma_ok=False):
         """Launch on ``grid`` (a function of the config's meta-parameters), on the device of
@@ -608,10 +619,14 @@ class TiledLaunch:
         """``(argument index, box rows, box width)`` of the arguments that launch as
         ``row_descriptor``s at the compile-time values ``named`` (flags and tile
         meta-parameters): ``descriptors`` for a TMA config in the dense layout, none otherwise
-        (pointer loads, or descriptors the kernel makes per packed sequence)."""
+        (pointer loads, or descriptors the kernel makes per packed sequence); and, with
+        ``VECTOR_TMA`` set, ``vector_descriptors`` as ``vector_descriptor``s (box width
+        None)."""
         if not self.descriptors or not named["USE_TMA"] or named["IS_VARLEN"]:
             return ()
-        return tuple((index, named[rows], named["BLOCK_D"]) for index, rows in self.descriptors)
+        vectors = self.vector_descriptors if named.get("VECTOR_TMA") else ()
+        return (*((index, named[rows], named["BLOCK_D"]) for index, rows in self.descriptors),
+                *((index, named[rows], None) for index, rows in vectors))
 
     def bound(self, compiled, grid, named) -> tuple:
         """``(runner, values)`` for a compiled kernel of this launcher: ``runner(*args,
@@ -623,12 +638,14 @@ class TiledLaunch:
 
 def with_descriptors(args, slots: tuple):
     """``args`` with the tensors at ``TiledLaunch.descriptor_slots`` ``slots`` replaced by their
-    ``row_descriptor``s; ``args`` itself where there are none."""
+    ``row_descriptor``s (``vector_descriptor``s where the box width is None); ``args`` itself
+    where there are none."""
     if not slots:
         return args
     args = list(args)
     for index, rows, block_d in slots:
-        args[index] = row_descriptor(args[index], rows, block_d)
+        args[index] = (vector_descriptor(args[index], rows) if block_d is None
+                       else row_descriptor(args[index], rows, block_d))
     return args
 
 

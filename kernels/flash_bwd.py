@@ -25,10 +25,10 @@ import triton.language as tl
 
 from . import _prepared
 from ._common import (
-    COMPILE_OPTIONS, INTERPRET, LOG2E, TiledLaunch, block_d, ceil_div, check_grid, dot,
-    keep_mask, head_sources, key_mask_args, key_tiles, last_dim_contiguous, load_rows,
-    lse_layout, on_device_of, rounded, runtime_ints_jit, scheduled_tile, scores, seq_bucket,
-    seq_layout, seeded_jit, sequence_bounds, sm_count, tma_mode, tma_ready, visible,
+    COMPILE_OPTIONS, HOST_DESCRIPTORS, INTERPRET, LOG2E, TiledLaunch, block_d, ceil_div,
+    check_grid, dot, keep_mask, head_sources, key_mask_args, key_tiles, last_dim_contiguous,
+    load_rows, lse_layout, on_device_of, rounded, runtime_ints_jit, scheduled_tile, scores,
+    seq_bucket, seq_layout, seeded_jit, sequence_bounds, sm_count, tma_mode, tma_ready, visible,
 )
 
 try:
@@ -40,20 +40,28 @@ LOG2E_C = tl.constexpr(LOG2E)
 
 
 @triton.jit
-def _query_tile(q_src, do_src, LSE, DELTA, l_base, start_m, offs_m, stride_qs, stride_ds,
+def _query_tile(q_src, do_src, LSE, DELTA, l_base, b, h, start_m, offs_m, stride_qs, stride_ds,
                 offs_d, d_ok, seqlen_q, MASKED: tl.constexpr, EVEN_D: tl.constexpr,
-                TMA_MODE: tl.constexpr, TRANSPOSED: tl.constexpr):
+                TMA_MODE: tl.constexpr, TRANSPOSED: tl.constexpr, LSE_TMA: tl.constexpr):
     """One query tile of the dK/dV's loop, rows ``offs_m`` (BLOCK_M,) from ``start_m``: ``(q,
     do, lse2, delta)``, q (BLOCK_M, BLOCK_D) or with TRANSPOSED (BLOCK_D, BLOCK_M), do (BLOCK_M,
     BLOCK_D), the rows' log-sum-exp in log2 units and ``delta``; rows past the sequence (MASKED)
-    read lse +inf and delta 0."""
+    read lse +inf and delta 0. With LSE_TMA, ``LSE`` and ``DELTA`` are ``vector_descriptor``s
+    (one bulk copy a vector; else Triton 3.6 copies each thread's values of the transposed
+    tiles one by one, docs/kernel_notes.md, session 62) of batch entry ``b``, head ``h``."""
     row_ok = offs_m < seqlen_q
     rows = offs_m.to(tl.int64)
     q = load_rows(q_src, start_m, rows, row_ok, stride_qs, offs_d, d_ok, MASKED, EVEN_D, TMA_MODE,
                   TRANSPOSED)
     do = load_rows(do_src, start_m, rows, row_ok, stride_ds, offs_d, d_ok, MASKED, EVEN_D,
                    TMA_MODE)
-    if MASKED:
+    if LSE_TMA:
+        lse2 = LSE.load([b, h, start_m]).reshape(offs_m.shape) * LOG2E_C
+        delta = DELTA.load([b, h, start_m]).reshape(offs_m.shape)
+        if MASKED:  # the copies read zeros past the sequence
+            lse2 = tl.where(row_ok, lse2, float("inf"))
+            delta = tl.where(row_ok, delta, 0.0)
+    elif MASKED:
         lse2 = tl.load(LSE + l_base + offs_m, mask=row_ok, other=float("inf")) * LOG2E_C
         delta = tl.load(DELTA + l_base + offs_m, mask=row_ok, other=0.0)
     else:
@@ -87,7 +95,7 @@ def _dkdv_tiles(
     MASKED: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
     HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, HAS_KPM: tl.constexpr,
     DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_M: tl.constexpr, TMA_MODE: tl.constexpr,
-    ROWS_FIRST: tl.constexpr,
+    ROWS_FIRST: tl.constexpr, LSE_TMA: tl.constexpr,
 ):
     """Query tiles ``[lo, hi)`` of one head against a resident key tile. Unmasked tiles lie
     inside the sequence and the window; with HAS_KPM, keys whose ``key_ok`` (BLOCK_N,) is false
@@ -102,9 +110,9 @@ def _dkdv_tiles(
     offs_m0 = tl.arange(0, BLOCK_M)
     for start_m in range(lo, hi, BLOCK_M):
         offs_m = start_m + offs_m0
-        q, do, lse2, delta = _query_tile(q_src, do_src, LSE, DELTA, l_base, start_m, offs_m,
-                                         stride_qs, stride_ds, offs_d, d_ok, seqlen_q, MASKED,
-                                         EVEN_D, TMA_MODE, not ROWS_FIRST)
+        q, do, lse2, delta = _query_tile(q_src, do_src, LSE, DELTA, l_base, b, h, start_m,
+                                         offs_m, stride_qs, stride_ds, offs_d, d_ok, seqlen_q,
+                                         MASKED, EVEN_D, TMA_MODE, not ROWS_FIRST, LSE_TMA)
         if ROWS_FIRST:
             s = scores(dot(q, tl.trans(k), DOT_FP32), qk_scale, softcap, HAS_SOFTCAP)  # (M, N)
             p = _row_probs(s, lse2, offs_m, offs_n, key_ok, seqlen_q, seqlen_k, window_left,
@@ -168,7 +176,7 @@ def _dkdv_kernel(
     HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, HAS_KPM: tl.constexpr,
     DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_D: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr,
-    ROWS_FIRST_MIN_M: tl.constexpr,
+    ROWS_FIRST_MIN_M: tl.constexpr, VECTOR_TMA: tl.constexpr,
 ):
     TMA_MODE: tl.constexpr = tma_mode(USE_TMA, IS_VARLEN)
     # In the grid's own order: each column's heaviest key tile (a causal mask's first) starts
@@ -223,6 +231,7 @@ def _dkdv_kernel(
               window_left, window_right, dropout_p, drop_scale, seed)
     heads_per_split = group // splits
     ROWS_FIRST: tl.constexpr = ROWS_FIRST_MIN_M > 0 and BLOCK_M >= ROWS_FIRST_MIN_M
+    LSE_TMA: tl.constexpr = VECTOR_TMA and TMA_MODE == HOST_DESCRIPTORS
     for g in range(split * heads_per_split, (split + 1) * heads_per_split):
         h = hk * group + g
         q_src, do_src = head_sources(Q, DO, b, h, q_start, stride_qb, stride_qh, stride_qs,
@@ -233,13 +242,13 @@ def _dkdv_kernel(
                 offs_n, offs_d, d_ok, b, h)
         dk, dv = _dkdv_tiles(dk, dv, *args, lo, full_lo, *consts, True, HAS_WL, HAS_WR,
                              HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_M, TMA_MODE,
-                             ROWS_FIRST)
+                             ROWS_FIRST, LSE_TMA)
         dk, dv = _dkdv_tiles(dk, dv, *args, full_lo, full_hi, *consts, False, HAS_WL, HAS_WR,
                              HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_M, TMA_MODE,
-                             ROWS_FIRST)
+                             ROWS_FIRST, LSE_TMA)
         dk, dv = _dkdv_tiles(dk, dv, *args, full_hi, hi, *consts, True, HAS_WL, HAS_WR,
                              HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_M, TMA_MODE,
-                             ROWS_FIRST)
+                             ROWS_FIRST, LSE_TMA)
 
     dk = dk * softmax_scale
     dk_ptrs = (DK + split * stride_split_dk + b64 * stride_dkb + hk * stride_dkh
@@ -407,6 +416,13 @@ _DKDV_CONFIGS = {
 # 32-row entries rows first had up to 4x the gradient error of the transposed ones on that GPU
 # (not in the interpreter), so rows first is kept to tiles of at least 16 rows a warp.
 _ROWS_FIRST_MIN_M = {256: 128}
+# Dense TMA configs read lse and delta through host descriptors (``vector_descriptor``) under
+# Triton before 3.9 (v62a, not yet timed on a GPU): 3.6 copies each thread's values of the
+# transposed tiles' vectors one by one, 32 cp.async a query tile, where 3.9 copies one value a
+# thread; through descriptors 3.6's loop over unmasked query tiles builds with none and 389
+# instructions against 446 (3.9: 384), while 3.9's own build with descriptors has 9 barriers
+# against 5 (D64 (64, 64, 4, 3, TMA), sm_90a, docs/kernel_notes.md, session 62).
+_VECTOR_TMA = tuple(int(x) for x in triton.__version__.split(".")[:2]) < (3, 9)
 _DQ_CONFIGS = {
     16: [(64, 64, 4, 3), (128, 32, 4, 3), (128, 64, 4, 3), (128, 64, 8, 3)],
     32: [(64, 64, 4, 3), (128, 32, 4, 3), (128, 64, 8, 3), (128, 64, 4, 3)],
@@ -424,7 +440,8 @@ _DQ_CONFIGS = {
 _dkdv_kernel_runtime_group = runtime_ints_jit(_dkdv_kernel, ("group", "splits"))
 _dkdv_launch = TiledLaunch(_dkdv_kernel, _DKDV_CONFIGS,
                            variants={256: _dkdv_kernel_runtime_group},
-                           descriptors={"Q": "BLOCK_M", "DO": "BLOCK_M"})
+                           descriptors={"Q": "BLOCK_M", "DO": "BLOCK_M"},
+                           vector_descriptors={"LSE": "BLOCK_M", "DELTA": "BLOCK_M"})
 _dq_launch = TiledLaunch(_dq_kernel, _DQ_CONFIGS, descriptors={"K": "BLOCK_N", "V": "BLOCK_N"})
 
 
@@ -540,9 +557,10 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
         def dkdv_grid(meta):
             return ceil_div(int(max_seqlen_k), meta["BLOCK_N"]), batch * hk * splits
 
-        dkdv_flags = {**flags, "ROWS_FIRST_MIN_M": _ROWS_FIRST_MIN_M.get(bd, 0)}
-        dkdv_compiled = _dkdv_launch(dkdv_grid, bd, (*key, splits), dkdv_args, dkdv_flags,
-                                     tma_ok)
+        dkdv_flags = {**flags, "ROWS_FIRST_MIN_M": _ROWS_FIRST_MIN_M.get(bd, 0),
+                      "VECTOR_TMA": vector_tma_ok(lse, varlen, tma_ok)}
+        dkdv_compiled = _dkdv_launch(dkdv_grid, bd, (*key, splits, dkdv_flags["VECTOR_TMA"]),
+                                     dkdv_args, dkdv_flags, tma_ok)
     if splits > 1:
         dk, dv = sum_partials(dk_out, k.dtype), sum_partials(dv_out, v.dtype)
     if signature is not None and not gluon_dq and not gluon_dkdv:
@@ -554,6 +572,14 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
         if dq_plan is not None and dkdv_plan is not None:
             _prepared.keep(signature, _BackwardPlan(dq_plan, dkdv_plan, splits))
     return dq, dk, dv
+
+
+def vector_tma_ok(lse: torch.Tensor, varlen: bool, tma_ok: bool) -> bool:
+    """Whether the dK/dV's TMA configs read ``lse`` (B, H, S) and ``delta`` (its layout) through
+    ``vector_descriptor``s: under ``_VECTOR_TMA``, dense, TMA-ready, S % 4 == 0 and ``lse``
+    16-byte aligned (``delta`` is a fresh ``empty_like``)."""
+    return (_VECTOR_TMA and tma_ok and not varlen and lse.shape[-1] % 4 == 0
+            and lse.data_ptr() % 16 == 0)
 
 
 def _dkdv_outputs(k, v, splits: int) -> tuple:

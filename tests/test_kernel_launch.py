@@ -12,7 +12,7 @@ import torch
 import triton
 from triton.runtime.errors import OutOfResources
 
-from hf_stable_attn.kernels import _common, _tuning
+from hf_stable_attn.kernels import _common, _tuning, flash_bwd
 from hf_stable_attn.kernels._common import TiledLaunch, specialization, tile_config
 
 TABLE = {64: [(128, 64, 8, 3), (64, 64, 4, 3)]}
@@ -524,3 +524,18 @@ def test_launch_compiled_goes_through_the_jit_once_per_specialization(monkeypatc
         ((X, 32), dict(A=1, B=True, num_warps=4)), ((X, 32), dict(A=2, B=True, num_warps=4)),
         ((X, 1), dict(A=1, B=True, num_warps=4))]
     assert kernel.compiled.launches == [((3, 1, 1), (X, 48, 1, 4, True))] * 2
+
+
+@pytest.mark.parametrize("seqlen, varlen, tma_ok, offset, expected", [
+    (256, False, True, 0, True), (254, False, True, 0, False), (256, True, True, 0, False),
+    (256, False, False, 0, False), (256, False, True, 1, False),
+], ids=["dense", "s-not-4-divisible", "packed", "no-tma", "misaligned"])
+def test_the_dkdv_reads_lse_through_descriptors_only_where_tma_can_address_it(
+        monkeypatch, seqlen, varlen, tma_ok, offset, expected):
+    """``flash_bwd.vector_tma_ok``: lse (B, H, S) with 16-byte strides (S % 4 == 0) and base,
+    in the dense layout that TMA configs read (``tma_ok``), and only under ``_VECTOR_TMA``."""
+    lse = torch.zeros(4 * seqlen + 1)[offset:offset + 4 * seqlen].view(2, 2, seqlen)
+    monkeypatch.setattr(flash_bwd, "_VECTOR_TMA", True)
+    assert flash_bwd.vector_tma_ok(lse, varlen, tma_ok) == expected
+    monkeypatch.setattr(flash_bwd, "_VECTOR_TMA", False)
+    assert not flash_bwd.vector_tma_ok(lse, varlen, tma_ok)

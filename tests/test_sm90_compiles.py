@@ -17,6 +17,8 @@ the compiled kernels compute the right thing is the GPU suite's job, ``tests/gpu
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 pytest.importorskip("triton.experimental.gluon._runtime")
@@ -103,6 +105,25 @@ def test_the_triton_kernels_compile(part, head_dim, config):
     # TMA configs read the dense layout through the launcher's descriptors: none is made on
     # the device (``tensormap.replace`` writes one).
     assert "tensormap.replace" not in compiled.asm["ptx"]
+
+
+DKDV_TMA_CASES = [case for case in TRITON_CASES
+                  if case.values[0] == "dkdv" and case.values[2][4] and case.values[1] < 256]
+
+
+@pytest.mark.parametrize("vector_tma", [False, True], ids=["lse-pointers", "lse-descriptors"])
+@pytest.mark.parametrize("part, head_dim, config", DKDV_TMA_CASES)
+def test_the_dkdv_reads_lse_and_delta_through_descriptors_where_told(part, head_dim, config,
+                                                                     vector_tma):
+    """``VECTOR_TMA`` (``flash_bwd._VECTOR_TMA``: Triton before 3.9) takes each query tile's
+    lse and delta with a bulk copy through the launcher's descriptors: no element-wise
+    ``cp.async`` is left (the pointer build copies them with it), none made on the device."""
+    constexprs = {**training_constexprs(part, head_dim, config), "VECTOR_TMA": vector_tma}
+    compiled = compile_for(LAUNCHES[part].kernel_for(head_dim), constexprs, config[2], config[3],
+                           **register_cap(config))
+    ptx = compiled.asm["ptx"]
+    assert "tensormap.replace" not in ptx
+    assert (re.search(r"cp\.async\.c[ag]\.", ptx) is None) == vector_tma
 
 
 @pytest.mark.parametrize("part, head_dim, config", CAPPED_CASES)
