@@ -262,9 +262,11 @@ def faster_routes(triton_version: str) -> dict[tuple[int, bool, bool], int]:
     GQA 8:1, +1.2% and -0.5% with MHA in two calls, at 4096 +2.9% and +6.7%). Under 3.9 (ptxas
     13.4) 64 causal from 2048 rows with GQA only (session 62, H200, GQA 8:1: +3.4% at 2048 and
     +4.2% at 4096 over three and two runs, +3.7% at 8192; with MHA the Triton kernel leads by
-    11%, 4% and 0.6%). Fewer causal query rows keep the Triton dK/dV (not timed since session
-    32; below ``TMA_MIN_SEQLEN`` keys too, they load through pointers, which this kernel does
-    not cover).
+    11%, 4% and 0.6%). Under 3.6 from 4096 rows since the Triton dK/dV reads ``lse`` and
+    ``delta`` through descriptors (``flash_bwd.vector_tma_ok``; session 63, two H200s, D64
+    causal: at 2048 it leads by 3.5% with MHA and 7.8% with GQA 8:1, at 4096 it is level, -0.6%
+    and +0.3%). Fewer causal query rows keep the Triton dK/dV (below ``TMA_MIN_SEQLEN`` keys
+    they load through pointers, which this kernel does not cover).
     Causal 64 with GQA returned other bits on some repeated calls until the loader waited for
     the last head's copies before writing its descriptors (v30a, session 30:
     gpu/dkdv_determinism.py, 0 of 390 calls against 7 of 390 before; since session 55 the
@@ -272,9 +274,10 @@ def faster_routes(triton_version: str) -> dict[tuple[int, bool, bool], int]:
     first."""
     routes = {(d, causal, grouped): 0 for d, causal in ((128, False), (128, True), (64, False))
               for grouped in (False, True)}
-    routes[64, True, True] = 2048
     if tuple(int(x) for x in triton_version.split(".")[:2]) < (3, 9):
-        routes[64, True, False] = 2048
+        routes[64, True, False] = routes[64, True, True] = 4096
+    else:
+        routes[64, True, True] = 2048
     return routes
 
 
