@@ -81,6 +81,34 @@ def test_covered_calls_take_the_gluon_dkdv_and_meet_the_float64_rule(case, monke
         check_flash_rule(name, got, p, e, 3.0)
 
 
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[1]}x{c[2]}-h{c[3]}:{c[4]}-d{c[5]}-"
+                         f"{str(c[6])[6:]}{'-causal' if c[7] else ''}{'-bhsd' if c[8] else ''}")
+def test_the_triton_dkdv_on_the_same_calls_meets_the_float64_rule(case, monkeypatch):
+    """The Triton dK/dV (``FASTER`` emptied) on the same calls: TMA loads and, under Triton
+    before 3.9, ``lse`` and ``delta`` through descriptors (``flash_bwd.vector_tma_ok``: each
+    case has S % 4 == 0), whose copies past the last query row read zeros that the masked
+    tiles replace; most cases end inside a query tile."""
+    from hf_stable_attn.kernels import flash_bwd
+
+    *shape, dtype, causal, heads_outer, _ = case
+    q, k, v, dout = _inputs(*shape, dtype, heads_outer, seed=sum(shape) + 1)
+    kw = launch_kwargs(q.shape[1], k.shape[1], q.shape[-1], causal=causal)
+    out, lse = flash_attn_fwd(q, k, v, **kw, **fix_kwargs(shift_params(dtype)))
+    monkeypatch.setattr(flash_bwd_hopper, "FASTER", {})
+    clear_plans()
+    LAUNCHES["dkdv"].last = None
+    try:
+        grads = flash_attn_bwd(dout, q, k, v, out, lse, **kw)
+    finally:
+        clear_plans()
+    assert LAUNCHES["dkdv"].last not in (None, flash_bwd_hopper.tile_record(q.shape[-1]))
+    assert LAUNCHES["dkdv"].last[4]  # TMA
+    assert flash_bwd.vector_tma_ok(lse, False, True) == flash_bwd._VECTOR_TMA
+    exact, plain = _exact_and_plain(q, k, v, dout, kw)
+    for name, got, p, e in zip(("dq", "dk", "dv"), grads, plain, exact):
+        check_flash_rule(name, got, p, e, 3.0)
+
+
 @pytest.mark.parametrize("head_dim, window_left, s", [(128, 100, 2048), (64, -1, 2047)])
 def test_a_window_or_a_causal_call_below_tma_rows_takes_the_triton_dkdv(head_dim, window_left, s):
     """No Gluon dK/dV for a window, nor for a causal call below ``TMA_MIN_SEQLEN`` rows (pointer
