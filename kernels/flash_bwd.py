@@ -417,11 +417,12 @@ _DKDV_CONFIGS = {
 # (not in the interpreter), so rows first is kept to tiles of at least 16 rows a warp.
 _ROWS_FIRST_MIN_M = {256: 128}
 # Dense TMA configs read lse and delta through host descriptors (``vector_descriptor``) under
-# Triton before 3.9 (v62a, not yet timed on a GPU): 3.6 copies each thread's values of the
-# transposed tiles' vectors one by one, 32 cp.async a query tile, where 3.9 copies one value a
-# thread; through descriptors 3.6's loop over unmasked query tiles builds with none and 389
-# instructions against 446 (3.9: 384), while 3.9's own build with descriptors has 9 barriers
-# against 5 (D64 (64, 64, 4, 3, TMA), sm_90a, docs/kernel_notes.md, session 62).
+# Triton before 3.9 (v62a): 3.6 copies each thread's values of the transposed tiles' vectors
+# one by one, 32 cp.async a query tile, where 3.9 copies one value a thread; through
+# descriptors 3.6's loop over unmasked query tiles builds with none and 400 instructions
+# against 446 (3.9: 384), while 3.9's own build with descriptors has 9 barriers against 5 (D64
+# (64, 64, 4, 3, TMA), sm_90a, docs/kernel_notes.md, session 62). Timed under 3.6 (session 63,
+# two H200s, the whole backward with the Triton dK/dV at D64 S 2048 and 4096): +1.9% to +8.2%.
 _VECTOR_TMA = tuple(int(x) for x in triton.__version__.split(".")[:2]) < (3, 9)
 _DQ_CONFIGS = {
     16: [(64, 64, 4, 3), (128, 32, 4, 3), (128, 64, 4, 3), (128, 64, 8, 3)],
