@@ -46,6 +46,14 @@ COMPILE_OPTIONS = {"enable_fp_fusion": True}
 
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
+
+
+def release_below(version: str, release: tuple[int, int]) -> bool:
+    """Whether ``version`` (e.g. Triton's ``"3.6.0"``, ``"3.10.1"``) is below ``release``
+    (major, minor): the kernels' routes and builds that differ between Triton versions."""
+    return tuple(int(x) for x in version.split(".")[:2]) < release
+
+
 # PTX inline assembly where the kernels compile for an NVIDIA GPU (not under the interpreter).
 PTX = tl.constexpr(not INTERPRET and torch.version.hip is None)
 INTERPRET_C = tl.constexpr(INTERPRET)

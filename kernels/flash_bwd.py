@@ -27,8 +27,9 @@ from . import _prepared
 from ._common import (
     COMPILE_OPTIONS, HOST_DESCRIPTORS, INTERPRET, LOG2E, TiledLaunch, block_d, ceil_div,
     check_grid, dot, keep_mask, head_sources, key_mask_args, key_tiles, last_dim_contiguous,
-    load_rows, lse_layout, on_device_of, rounded, runtime_ints_jit, scheduled_tile, scores,
-    seq_bucket, seq_layout, seeded_jit, sequence_bounds, sm_count, tma_mode, tma_ready, visible,
+    load_rows, lse_layout, on_device_of, release_below, rounded, runtime_ints_jit,
+    scheduled_tile, scores, seq_bucket, seq_layout, seeded_jit, sequence_bounds, sm_count,
+    tma_mode, tma_ready, visible,
 )
 
 try:
@@ -423,7 +424,7 @@ _ROWS_FIRST_MIN_M = {256: 128}
 # against 446 (3.9: 384), while 3.9's own build with descriptors has 9 barriers against 5 (D64
 # (64, 64, 4, 3, TMA), sm_90a, docs/kernel_notes.md, session 62). Timed under 3.6 (session 63,
 # two H200s, the whole backward with the Triton dK/dV at D64 S 2048 and 4096): +1.9% to +8.2%.
-_VECTOR_TMA = tuple(int(x) for x in triton.__version__.split(".")[:2]) < (3, 9)
+_VECTOR_TMA = release_below(triton.__version__, (3, 9))
 _DQ_CONFIGS = {
     16: [(64, 64, 4, 3), (128, 32, 4, 3), (128, 64, 4, 3), (128, 64, 8, 3)],
     32: [(64, 64, 4, 3), (128, 32, 4, 3), (128, 64, 8, 3), (128, 64, 4, 3)],

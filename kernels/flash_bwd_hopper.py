@@ -19,10 +19,10 @@ barrier, so one's elementwise work runs during the other's matrix products.
 Covers: dense ``(B, S, H, D)`` bf16/fp16, head dim 64 or 128, causal (bottom-right aligned) or
 not, GQA (a program sums its share of the group's query heads, as the Triton kernel), where
 ``_common.tma_ready`` holds; ``routes`` takes the calls measured faster (dK/dV: 128, and 64
-without a causal mask, with one from 2048 query rows, under Triton 3.9 with GQA only; dQ:
-128). Not: packed sequences, windows, softcap, dropout, padding masks. Gluon does not run under
-the interpreter; the GPU suite tests these paths (``tests/gpu/test_hopper_backward.py``).
-HF_STABLE_ATTN_GLUON=0 turns them off.
+without a causal mask, with one from 4096 query rows under Triton 3.6 and from 2048 with GQA
+only under 3.9; dQ: 128). Not: packed sequences, windows, softcap, dropout, padding masks.
+Gluon does not run under the interpreter; the GPU suite tests these paths
+(``tests/gpu/test_hopper_backward.py``). HF_STABLE_ATTN_GLUON=0 turns them off.
 """
 
 from __future__ import annotations
@@ -34,7 +34,9 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     mbarrier, warpgroup_mma, warpgroup_mma_wait,
 )
 
-from ._common import COMPILE_OPTIONS, LOG2E, ceil_div, launch_compiled
+from ._common import (
+    COMPILE_OPTIONS, LOG2E, ceil_div, launch_compiled, release_below,
+)
 from ._hopper_ring import (
     flag_barriers, host_descriptor, key_tiles, load_rows, load_slot, query_tile, release_slot,
     ring_barriers,
@@ -274,7 +276,7 @@ def faster_routes(triton_version: str) -> dict[tuple[int, bool, bool], int]:
     first."""
     routes = {(d, causal, grouped): 0 for d, causal in ((128, False), (128, True), (64, False))
               for grouped in (False, True)}
-    if tuple(int(x) for x in triton_version.split(".")[:2]) < (3, 9):
+    if release_below(triton_version, (3, 9)):
         routes[64, True, False] = routes[64, True, True] = 4096
     else:
         routes[64, True, True] = 2048

@@ -15,7 +15,7 @@ pytestmark = [
 
 if torch.cuda.is_available():
     from hf_stable_attn.kernels import LAUNCHES, clear_plans, flash_attn_bwd, flash_attn_fwd
-    from hf_stable_attn.kernels import _common, flash_bwd_hopper, flash_fwd_hopper
+    from hf_stable_attn.kernels import _common, flash_bwd, flash_bwd_hopper, flash_fwd_hopper
 
 from hf_stable_attn.shift_rule import shift_params  # noqa: E402
 from hf_stable_attn.testing import (  # noqa: E402
@@ -33,6 +33,13 @@ CASES = [  # batch, Sq, Sk, Hq, Hk, D, dtype, causal, (B, H, S, D) layout, no gr
     (2, 1100, 1300, 4, 2, 128, torch.bfloat16, False, False, False),
     (1, 1024, 1024, 8, 1, 64, torch.float16, False, True, True),
 ]
+
+
+def _case_id(case) -> str:
+    """A ``CASES`` entry's test id: shape, heads, dtype, mask and layout."""
+    batch, sq, sk, hq, hk, d, dtype, causal, heads_outer, _ = case
+    return (f"{sq}x{sk}-h{hq}:{hk}-d{d}-{str(dtype)[6:]}{'-causal' if causal else ''}"
+            f"{'-bhsd' if heads_outer else ''}")
 
 
 def _inputs(batch, sq, sk, hq, hk, d, dtype, heads_outer, seed):
@@ -57,9 +64,8 @@ def _exact_and_plain(q, k, v, dout, kw):
     return grads
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[1]}x{c[2]}-h{c[3]}:{c[4]}-d{c[5]}-"
-                         f"{str(c[6])[6:]}{'-causal' if c[7] else ''}{'-bhsd' if c[8] else ''}"
-                         f"{'-whole-group' if c[9] else ''}")
+@pytest.mark.parametrize("case", CASES,
+                         ids=lambda c: _case_id(c) + ("-whole-group" if c[9] else ""))
 def test_covered_calls_take_the_gluon_dkdv_and_meet_the_float64_rule(case, monkeypatch):
     *shape, dtype, causal, heads_outer, whole_group = case
     q, k, v, dout = _inputs(*shape, dtype, heads_outer, seed=sum(shape))
@@ -81,15 +87,12 @@ def test_covered_calls_take_the_gluon_dkdv_and_meet_the_float64_rule(case, monke
         check_flash_rule(name, got, p, e, 3.0)
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[1]}x{c[2]}-h{c[3]}:{c[4]}-d{c[5]}-"
-                         f"{str(c[6])[6:]}{'-causal' if c[7] else ''}{'-bhsd' if c[8] else ''}")
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
 def test_the_triton_dkdv_on_the_same_calls_meets_the_float64_rule(case, monkeypatch):
     """The Triton dK/dV (``FASTER`` emptied) on the same calls: TMA loads and, under Triton
     before 3.9, ``lse`` and ``delta`` through descriptors (``flash_bwd.vector_tma_ok``: each
     case has S % 4 == 0), whose copies past the last query row read zeros that the masked
     tiles replace; most cases end inside a query tile."""
-    from hf_stable_attn.kernels import flash_bwd
-
     *shape, dtype, causal, heads_outer, _ = case
     q, k, v, dout = _inputs(*shape, dtype, heads_outer, seed=sum(shape) + 1)
     kw = launch_kwargs(q.shape[1], k.shape[1], q.shape[-1], causal=causal)
