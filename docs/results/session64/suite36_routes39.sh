@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 64, call 1, on two H200s of one host, after a call that staged ptxas-blackwell
+# Session 64, device call 2, on two H200s of one host, after a call that staged ptxas-blackwell
 # (gpu/carried_triton.sh). GPU 1: the GPU suite under the machine's Triton 3.6. GPU 0 at the
 # same time: every D64 forward route with and without the fix under the carried Triton 3.9
 # (gpu/route_check.py --kinds fwd --fix-off-too). Carry .t39 and .gpu_carry; OUT set.

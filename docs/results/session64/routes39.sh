@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Session 64, call 3, on two H200s of one host under the carried Triton 3.9 (after a call that
+# Session 64, device call 4, on two H200s of one host under the carried Triton 3.9 (after a call that
 # staged ptxas-blackwell): every D64 forward route with and without the fix, GPU 0 at S 8192,
-# GPU 1 at S 2048 and 4096 again (call 2 timed those beside the GPU suite). Carry .t39; OUT set.
+# GPU 1 at S 2048 and 4096 again (device call 2 timed those beside the GPU suite). Carry .t39; OUT set.
 set -uo pipefail
 : "${OUT:?set OUT to the folder whose files come back}"
 source gpu/carried_triton.sh > "$OUT/carried_triton.txt" 2>&1 || exit 1
