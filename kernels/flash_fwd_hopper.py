@@ -39,6 +39,7 @@ import functools
 import os
 
 import torch
+import triton
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
@@ -46,7 +47,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from ._common import (
-    COMPILE_OPTIONS, LN2, LOG2E, ceil_div, launch_compiled, nvidia_capability, sm_count,
+    COMPILE_OPTIONS, LN2, LOG2E, ceil_div, launch_compiled, nvidia_capability, release_below,
+    sm_count,
 )
 from ._hopper_ring import (
     HEAD_GROUP, flag_barriers, host_descriptor, key_tiles, load_rows, load_slot, ranked_tile,
@@ -556,31 +558,42 @@ HOPPER_CONFIGS = {64: (128, 2, 160, 3, True), 128: (128, 2, 240, 2, False)}
 # 305; at 2048 it runs 7-9% slower; without the fix v22b measured 7% faster at 4096).
 FASTER = {(128, True): (128, 128), (128, False): (128, 128), (64, True): (2048, 4096),
           (64, False): (2048, 4096)}
-# Query rows per (head dim, causal, stacked: ``stacked_heads`` stacks a KV group's heads, fix on)
-# below which a launch is persistent (``launch_shape``). Measured on H200s against one program per
-# tile (docs/kernel_notes.md, session 33): without a causal mask 4-10% faster at S 2048 (D64 and
-# D128, MHA and GQA 8:1); session 48 (two runs, with the fix): 0-3.6% faster at 4096 and 1-3%
-# at 8192 (D64 and D128, MHA and GQA 8:1; 16384 not measured). Causal launches persistent take
-# their tiles from a counter (v52a, session 52, one H200, fix on; D128 GQA 8:1 at S 2048 against
-# the static persistent launch it replaced): D128 +3.9% / +4.0% (MHA / GQA 8:1) at S 2048,
-# +2.4% / +1.6% at 4096, -0.9% / -0.8% at 8192; D64 GQA 8:1 +5.9% at 4096 (+10% at 2048, which
-# the Triton forward takes), +0.8% at 8192; D64 MHA -2% to -4% (its three consumers see
-# different numbers of key tiles). Session 53 (one H200): D64 causal stacked tiles with 4 or 8
-# query heads per KV head (ping-pong off with the fix) against one program per tile (ping-pong
-# on), fix on / off, 4:1 +3.9% / +1.3% at S 4096, +1.0% / +0.3% at 8192; 8:1 +4.1% / +1.4% at
-# 8192; 2:1 (ping-pong on; session 54, two runs with the fix, one without) +1.6% and +0.9% /
-# +1.2% at S 4096, -0.9% and -0.4% / +0.6% at 8192 (unstacked GQA tiles are MHA's). D128
-# causal 4:1 (as MHA and 8:1): +5.0% at S 2048, +2.0% at 4096, -0.8% at 8192 with the fix.
-# Keyed by the fix too (session 60, two H200s of one host, every launch with and without the
-# fix in the same rounds, ``gpu/route_check.py --fix-off-too``): without the fix, D64 without a
-# mask ran one program per tile 1.5-4.5% faster (MHA, S 2048-8192, GPU 0) and 0.1-1.3% (GPU 1),
-# GQA 8:1 -0.1% to +1.1%, where with the fix the persistent launch was 0-8% faster; D128 causal
-# ran persistent 0.6-4.2% faster at S 8192 (two runs) and 2.1-3.0% at 16384 (one; longer not
-# measured), where with the fix one program per tile was 1.1-4.5% faster from 8192.
-PERSISTENT_BELOW = {(64, False, False, True): 16384,
-                    (128, False, False, True): 16384, (128, False, False, False): 16384,
-                    (64, True, True, True): 16384, (64, True, True, False): 16384,
-                    (128, True, False, True): 8192, (128, True, False, False): 32768}
+def persistent_rules(triton_version: str) -> dict[tuple[int, bool, bool, bool], int]:
+    """Query rows per (head dim, causal, stacked: ``stacked_heads`` stacks a KV group's heads,
+    fix on) below which a launch is persistent (``launch_shape``), under ``triton_version``.
+    Measured on H200s against one program per tile (docs/kernel_notes.md, session 33): without
+    a causal mask 4-10% faster at S 2048 (D64 and D128, MHA and GQA 8:1); session 48 (two runs,
+    with the fix): 0-3.6% faster at 4096 and 1-3% at 8192 (D64 and D128, MHA and GQA 8:1; 16384
+    not measured). Causal launches persistent take their tiles from a counter (v52a, session 52,
+    one H200, fix on; D128 GQA 8:1 at S 2048 against the static persistent launch it replaced):
+    D128 +3.9% / +4.0% (MHA / GQA 8:1) at S 2048, +2.4% / +1.6% at 4096, -0.9% / -0.8% at 8192;
+    D64 GQA 8:1 +5.9% at 4096 (+10% at 2048, which the Triton forward takes), +0.8% at 8192; D64
+    MHA -2% to -4% (its three consumers see different numbers of key tiles). Session 53 (one
+    H200): D64 causal stacked tiles with 4 or 8 query heads per KV head (ping-pong off with the
+    fix) against one program per tile (ping-pong on), fix on / off, 4:1 +3.9% / +1.3% at S 4096,
+    +1.0% / +0.3% at 8192; 8:1 +4.1% / +1.4% at 8192; 2:1 (ping-pong on; session 54, two runs
+    with the fix, one without) +1.6% and +0.9% / +1.2% at S 4096, -0.9% and -0.4% / +0.6% at
+    8192 (unstacked GQA tiles are MHA's). D128 causal 4:1 (as MHA and 8:1): +5.0% at S 2048,
+    +2.0% at 4096, -0.8% at 8192 with the fix. Keyed by the fix too (session 60, two H200s of
+    one host, every launch with and without the fix in the same rounds, ``gpu/route_check.py
+    --fix-off-too``): without the fix, D64 without a mask ran one program per tile 1.5-4.5%
+    faster (MHA, S 2048-8192, GPU 0) and 0.1-1.3% (GPU 1), GQA 8:1 -0.1% to +1.1%, where with
+    the fix the persistent launch was 0-8% faster; D128 causal ran persistent 0.6-4.2% faster at
+    S 8192 (two runs) and 2.1-3.0% at 16384 (one; longer not measured), where with the fix one
+    program per tile was 1.1-4.5% faster from 8192. Under Triton 3.9 (ptxas 13.4) D64 without a
+    mask runs one program per tile with the fix as well (session 64, two H200s of one host, two
+    calls, MHA / GQA 8:1: +3.7% / +4.9% and +3.4% / +4.0% at S 2048, +2.4% / +3.2% at 4096,
+    +3.6% / +3.8% at 8192; 16384 rows already took it)."""
+    rules = {(64, False, False, True): 16384,
+             (128, False, False, True): 16384, (128, False, False, False): 16384,
+             (64, True, True, True): 16384, (64, True, True, False): 16384,
+             (128, True, False, True): 8192, (128, True, False, False): 32768}
+    if not release_below(triton_version, (3, 9)):
+        del rules[64, False, False, True]
+    return rules
+
+
+PERSISTENT_BELOW = persistent_rules(triton.__version__)
 ENABLED = os.environ.get("HF_STABLE_ATTN_GLUON", "1") != "0"
 
 
