@@ -558,6 +558,8 @@ HOPPER_CONFIGS = {64: (128, 2, 160, 3, True), 128: (128, 2, 240, 2, False)}
 # 305; at 2048 it runs 7-9% slower; without the fix v22b measured 7% faster at 4096).
 FASTER = {(128, True): (128, 128), (128, False): (128, 128), (64, True): (2048, 4096),
           (64, False): (2048, 4096)}
+
+
 def persistent_rules(triton_version: str) -> dict[tuple[int, bool, bool, bool], int]:
     """Query rows per (head dim, causal, stacked: ``stacked_heads`` stacks a KV group's heads,
     fix on) below which a launch is persistent (``launch_shape``), under ``triton_version``.

@@ -117,7 +117,6 @@ def test_persistent_launches_where_measured_faster_under_triton_36(
                                                   stabilize) == expected
 
 
-
 @pytest.mark.parametrize("version", ["3.9.0", "3.10.1"])
 def test_head_dim_64_without_a_mask_launches_a_program_per_tile_from_triton_39(version):
     """Under Triton 3.9 (ptxas 13.4) one program per tile measured faster at D64 without a mask
@@ -126,6 +125,7 @@ def test_head_dim_64_without_a_mask_launches_a_program_per_tile_from_triton_39(v
     assert (64, False, False, True) not in rules
     assert rules == {key: rows for key, rows in flash_fwd_hopper.persistent_rules("3.6.0").items()
                      if key != (64, False, False, True)}
+
 
 def _forward_launch(monkeypatch, head_dim, heads_kv, seqlen, causal=True, stabilize=True,
                     config=None, heads_adjacent=True) -> KernelStandIn:
