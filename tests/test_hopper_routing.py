@@ -118,13 +118,16 @@ def test_persistent_launches_where_measured_faster_under_triton_36(
 
 
 @pytest.mark.parametrize("version", ["3.9.0", "3.10.1"])
-def test_head_dim_64_without_a_mask_launches_a_program_per_tile_from_triton_39(version):
-    """Under Triton 3.9 (ptxas 13.4) one program per tile measured faster at D64 without a mask
-    with the fix too (session 64); every other rule is Triton 3.6's."""
+def test_head_dim_64_without_a_mask_swaps_its_launches_from_triton_39(version):
+    """Under Triton 3.9 (ptxas 13.4), at D64 without a mask, one program per tile measured
+    faster with the fix and the persistent launch without it, the other way round from 3.6
+    (session 64); every other rule is Triton 3.6's."""
     rules = flash_fwd_hopper.persistent_rules(version)
-    assert (64, False, False, True) not in rules
-    assert rules == {key: rows for key, rows in flash_fwd_hopper.persistent_rules("3.6.0").items()
-                     if key != (64, False, False, True)}
+    older = flash_fwd_hopper.persistent_rules("3.6.0")
+    assert (64, False, False, True) not in rules and (64, False, False, False) not in older
+    assert rules[64, False, False, False] == older[64, False, False, True] == 16384
+    assert {k: v for k, v in rules.items() if k[:3] != (64, False, False)} == {
+        k: v for k, v in older.items() if k[:3] != (64, False, False)}
 
 
 def _forward_launch(monkeypatch, head_dim, heads_kv, seqlen, causal=True, stabilize=True,
