@@ -302,8 +302,9 @@ def flash_attn_fwd(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
     windowed = window_left >= 0 or window_right >= 0
     tma_ok = tma_ready(max(sq, sk), k, v, windowed=windowed)
     if flash_fwd_hopper is not None and flash_fwd_hopper.covers(
-            q, stabilize=stabilize, varlen=varlen, causal=causal, window_left=window_left,
-            window_right=window_right, has_softcap=has_softcap, dropout_p=dropout_p,
+            q, heads_kv=hk, stabilize=stabilize, varlen=varlen, causal=causal,
+            window_left=window_left, window_right=window_right, has_softcap=has_softcap,
+            dropout_p=dropout_p,
             key_padding_mask=key_padding_mask, shift_single=shift_single,
             return_shift=return_shift, tma_ok=tma_ok) and tma_ready(
                 max(sq, sk), q, windowed=windowed):

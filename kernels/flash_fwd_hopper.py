@@ -27,7 +27,7 @@ Covers: dense ``(B, S, H, D)`` bf16/fp16, head dim 64 or 128, causal (bottom-rig
 not, GQA, the fix on or off, attention sinks (folded in the epilogue), where
 ``_common.tma_ready`` holds; ``covers`` routes the subset
 measured faster (``FASTER``: D128 from one query tile; D64 from 2048 rows without a causal
-mask, and from 4096 with one).
+mask, and from 4096 with one; under Triton 3.9 D64 causal MHA with the fix from 8192).
 Not: packed sequences, windows, softcap, dropout, padding masks, ``return_shift``,
 ``shift_single``. Gluon does not run under the interpreter; the GPU suite tests this path
 (``tests/gpu/test_hopper_forward.py``). HF_STABLE_ATTN_GLUON=0 turns it off.
@@ -551,13 +551,27 @@ def _fwd_ws_kernel(
 # there off measured slower (session 54, one H200, persistent, two runs): 2.1% and 0.8% at
 # S 4096, 0.4% and 0.1% at 8192.
 HOPPER_CONFIGS = {64: (128, 2, 160, 3, True), 128: (128, 2, 240, 2, False)}
-# Least query rows (not causal, causal) per (head dim, fix on) from which this kernel measured
-# faster than the Triton forward: D128 from one full tile (v19d, H100); D64 (v22a, three
-# consumers) from 2048 rows without a causal mask; with one, from 4096 rows (with the fix: an
-# H100 tie in v22b, 306 against 304 TFLOP/s, and 4% faster on an H200 in session 34, 318 against
-# 305; at 2048 it runs 7-9% slower; without the fix v22b measured 7% faster at 4096).
-FASTER = {(128, True): (128, 128), (128, False): (128, 128), (64, True): (2048, 4096),
-          (64, False): (2048, 4096)}
+
+
+def faster_routes(triton_version: str) -> dict[tuple[int, bool, bool], tuple[int, int]]:
+    """Least query rows (not causal, causal) per (head dim, fix on, grouped: more query heads than
+    KV heads) from which this kernel measured faster than the Triton forward, under
+    ``triton_version``: D128 from one full tile (v19d, H100); D64 (v22a, three consumers) from
+    2048 rows without a causal mask; with one, from 4096 rows (with the fix: an H100 tie in v22b,
+    306 against 304 TFLOP/s, and 4% faster on an H200 in session 34, 318 against 305; at 2048 it
+    runs 7-9% slower; without the fix v22b measured 7% faster at 4096). Under Triton 3.9 (ptxas
+    13.4) D64 causal MHA with the fix from 8192 rows: at 4096 the Triton forward led by 4.6-5.6%
+    (session 64, two H200s, three samples), at 8192 the Gluon launch by 12%."""
+    routes = {(d, fix, grouped): rows
+              for (d, fix), rows in {(128, True): (128, 128), (128, False): (128, 128),
+                                     (64, True): (2048, 4096), (64, False): (2048, 4096)}.items()
+              for grouped in (False, True)}
+    if not release_below(triton_version, (3, 9)):
+        routes[64, True, False] = (2048, 8192)
+    return routes
+
+
+FASTER = faster_routes(triton.__version__)
 
 
 def persistent_rules(triton_version: str) -> dict[tuple[int, bool, bool, bool], int]:
@@ -617,13 +631,13 @@ def plain_dense_sm90(q, *, varlen, causal, window_left, window_right, has_softca
             and key_padding_mask is None and _is_sm90(q.device.index))
 
 
-def covers(q, *, stabilize, shift_single, return_shift, **features) -> bool:
+def covers(q, *, heads_kv, stabilize, shift_single, return_shift, **features) -> bool:
     """Whether ``flash_fwd.flash_attn_fwd``'s call goes to this kernel: one it covers (see the
     module docstring; ``features`` are ``plain_dense_sm90``'s) and measured faster on
     (``FASTER``'s head dims from its least query rows: decoding steps and short chunks stay on
-    the tuned Triton kernel); ``tma_ok`` is ``_common.tma_ready`` of K and V (the caller checks
-    Q's after this cheaper test)."""
-    least = FASTER.get((q.shape[-1], bool(stabilize)))
+    the tuned Triton kernel); ``heads_kv`` is K's head count, ``tma_ok`` ``_common.tma_ready``
+    of K and V (the caller checks Q's after this cheaper test)."""
+    least = FASTER.get((q.shape[-1], bool(stabilize), q.shape[-2] > heads_kv))
     return (least is not None and q.shape[1] >= least[bool(features["causal"])]
             and not shift_single and not return_shift and plain_dense_sm90(q, **features))
 
