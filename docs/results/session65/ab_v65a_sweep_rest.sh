@@ -6,7 +6,7 @@
 set -uo pipefail
 : "${OUT:?set OUT to the folder whose files come back}"
 source gpu/carried_triton.sh > "$OUT/carried_triton.txt" 2>&1 || exit 1
-export PYTHONPATH=$PWD
+export PYTHONPATH=$PYTHONPATH:$PWD  # after the carried Triton
 (
     for args in "--seqlens 2048 --causal true false --kv-groups 1 8" \
                 "--seqlens 4096 --causal true --kv-groups 1"; do
