@@ -69,7 +69,8 @@ def forward_variants(q, k, v, kw, fix, suffix=""):
         length rule says), persistent or not (whatever ``PERSISTENT_BELOW`` says), else the
         Triton kernel."""
         rest = {kk: rows for kk, rows in m.FASTER.items() if kk[0] != d}
-        mine = {(d, fix, grouped): (128, 128) for fix in (False, True) for grouped in (False, True)}
+        mine = {(d, stabilize, grouped): (128, 128) for stabilize in (False, True)
+                for grouped in (False, True)}
         below = {kk: rows for kk, rows in m.PERSISTENT_BELOW.items() if kk not in keys}
         with patched(m, HOPPER_CONFIGS={**m.HOPPER_CONFIGS, d: config},
                      FASTER={**rest, **mine} if gluon else rest,

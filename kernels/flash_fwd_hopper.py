@@ -563,9 +563,9 @@ def faster_routes(triton_version: str) -> dict[tuple[int, bool, bool], tuple[int
     13.4) D64 causal MHA with the fix from 8192 rows: at 4096 the Triton forward led by 4.6-5.6%
     (session 64, two H200s, three samples; session 65 through ``flash_attn_func``, three samples:
     the forward +5.3-7.6%, forward + backward +0.0-0.8%), at 8192 the Gluon launch by 12%."""
-    routes = {(d, fix, grouped): rows
-              for (d, fix), rows in {(128, True): (128, 128), (128, False): (128, 128),
-                                     (64, True): (2048, 4096), (64, False): (2048, 4096)}.items()
+    by_fix = {(128, True): (128, 128), (128, False): (128, 128), (64, True): (2048, 4096),
+              (64, False): (2048, 4096)}
+    routes = {(d, fix, grouped): rows for (d, fix), rows in by_fix.items()
               for grouped in (False, True)}
     if not release_below(triton_version, (3, 9)):
         routes[64, True, False] = (2048, 8192)
