@@ -13,6 +13,9 @@ inside Transformers) and one random ``dout``. Per implementation and mode:
 - ``tflops``: ``4 * B * Hq * S * S * D`` FLOPs, halved for causal, x2.5 for ``bwd`` and x3.5 for
   ``fwd_bwd`` (the FlashAttention convention), over ``ms``;
 - ``peak_mem_mb``: the call's own peak allocation beyond its inputs (``timing.peak_extra_mb``);
+- ``sm_clock_mhz``, ``power_w``, ``power_capped``, ...: the GPU's SM clock and power over the
+  entry's timed rounds, and the share of readings with the power cap active
+  (``gpu_clocks.summarize``; absent where ``nvidia-smi`` is not there);
 - ``rel_err``: ``|out - ref| / |ref|`` against an fp32 SDPA on the same inputs (a fast wrong
   kernel must not look good);
 - ``error``: why an implementation refused the shape (then ``ms``/``tflops`` are null).
@@ -36,6 +39,7 @@ import contextlib
 import functools
 import statistics
 import sys
+import time
 import traceback
 import warnings
 from dataclasses import asdict, dataclass
@@ -46,7 +50,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from benchmarks import runinfo, timing
+from benchmarks import gpu_clocks, runinfo, timing
 
 OUR_IMPLS = ("stable_flash", "stable_flash_nofix")
 IMPLS_CUDA = (*OUR_IMPLS, "sdpa_cudnn", "sdpa_flash", "sdpa_efficient", "flex")
@@ -303,23 +307,29 @@ def prepare_impl(name: str, shape: Shape, modes, inputs, ref, device) -> list[En
     return entries
 
 
-def time_in_rounds(entries: list[Entry], shape: Shape, device, args) -> None:
+def time_in_rounds(entries: list[Entry], shape: Shape, device, args,
+                   clocks: gpu_clocks.ClockSampler) -> None:
     """Fill in ``ms`` (the median of ``args.rounds`` medians), ``ms_rounds`` and ``tflops`` of
     the entries that ran, timed in ``timing.rotated_rounds`` (each round starts at another
-    entry)."""
+    entry), and the GPU's clocks and power over each entry's rounds from ``clocks``."""
     ready = [e for e in entries if e.call is not None]
+    spans: list[list[tuple[float, float]]] = [[] for _ in ready]
 
-    def timer(e: Entry) -> float:
-        ms = timing.median_ms(e.call, device, grad_to_none=e.grads, warmup_ms=args.warmup_ms,
-                              rep_ms=args.rep_ms)
-        timing.clear_grads(e.grads)
+    def timer(i: int) -> float:
+        start = time.time()
+        ms = timing.median_ms(ready[i].call, device, grad_to_none=ready[i].grads,
+                              warmup_ms=args.warmup_ms, rep_ms=args.rep_ms)
+        spans[i].append((start, time.time()))
+        timing.clear_grads(ready[i].grads)
         return ms
 
-    laps = timing.rotated_rounds([functools.partial(timer, e) for e in ready], args.rounds)
-    for e, ms in zip(ready, laps):
+    laps = timing.rotated_rounds([functools.partial(timer, i) for i in range(len(ready))],
+                                 args.rounds)
+    for e, ms, entry_spans in zip(ready, laps, spans):
         e.record["ms"] = statistics.median(ms)
         e.record["ms_rounds"] = ms
         e.record["tflops"] = attention_flops(shape, e.record["mode"]) / (e.record["ms"] * 1e-3) / 1e12
+        e.record.update(clocks.window(entry_spans) or {})
 
 
 def _configure_dynamo() -> None:
@@ -385,19 +395,21 @@ def main(argv=None) -> dict:
         runinfo.write_results(path, head, records, **extra)
         return {**head, **extra, "records": records, "path": str(path)}
 
-    for index, shape in enumerate(shapes):
-        if done and not budget.fits(budget.elapsed() / done):
-            break
-        inputs = make_inputs(shape, device, args.seed + index)
-        ref = reference_output(*inputs[:3], shape.causal)
-        entries = [e for name in args.impls
-                   for e in prepare_impl(name, shape, args.modes, inputs, ref, device)]
-        time_in_rounds(entries, shape, device, args)
-        records += [e.record for e in entries]
-        del entries, inputs, ref
-        done += 1
-        save()  # after every shape, so a crash keeps what was measured
-        print(f"[{budget.elapsed():6.0f}s] {done}/{len(shapes)} {shape}", file=sys.stderr, flush=True)
+    with gpu_clocks.ClockSampler(device) as clocks:
+        for index, shape in enumerate(shapes):
+            if done and not budget.fits(budget.elapsed() / done):
+                break
+            inputs = make_inputs(shape, device, args.seed + index)
+            ref = reference_output(*inputs[:3], shape.causal)
+            entries = [e for name in args.impls
+                       for e in prepare_impl(name, shape, args.modes, inputs, ref, device)]
+            time_in_rounds(entries, shape, device, args, clocks)
+            records += [e.record for e in entries]
+            del entries, inputs, ref
+            done += 1
+            save()  # after every shape, so a crash keeps what was measured
+            print(f"[{budget.elapsed():6.0f}s] {done}/{len(shapes)} {shape}", file=sys.stderr,
+                  flush=True)
     result = save()
     failed = sum(1 for r in records if r.get("error"))
     print(f"attention: {len(records)} records ({failed} refused), {done}/{len(shapes)} shapes "

@@ -19,7 +19,9 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from benchmarks import bench_attention, bench_e2e, make_tables, runinfo, timing  # noqa: E402
+from benchmarks import (  # noqa: E402
+    bench_attention, bench_e2e, gpu_clocks, make_tables, runinfo, timing,
+)
 
 RECORD_KEYS = {
     "impl", "dtype", "seqlen", "batch", "heads_q", "heads_kv", "head_dim", "causal", "mode",
@@ -61,7 +63,8 @@ def test_rounds_start_at_a_different_implementation_each_time():
                for name in "abcd"]
     entries.append(bench_attention.Entry({"impl": "refused", "mode": "fwd", "ms": None}))
     args = bench_attention.parse_args(["--device", "cpu", "--rounds", "2"])
-    bench_attention.time_in_rounds(entries, shape, torch.device("cpu"), args)
+    bench_attention.time_in_rounds(entries, shape, torch.device("cpu"), args,
+                                   gpu_clocks.ClockSampler())
     reps = len(calls) // 8  # timing.median_ms calls each entry cpu_reps times per round
     assert calls[::reps] == ["a", "b", "c", "d", "c", "d", "a", "b"]
     for e in entries[:4]:

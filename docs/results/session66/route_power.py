@@ -1,0 +1,132 @@
+"""Session 66: why v65a's faster D64 causal MHA forward (the Triton forward below 8192 rows
+under Triton 3.9, 5-8% faster than the Gluon launch alone) showed 0.0-0.8% in forward +
+backward (session 65). Two readings: the backward runs slower after the faster forward (the
+card's power cap lowering its clock), or timing noise. On S 4096, B 4, 32 heads, D64, bf16,
+causal, through ``hf_stable_attn.flash_attn_func``, with the forward route patched as in
+``docs/results/session65/v65a_route_ab.py`` (``triton``: below 8192 rows; ``gluon``: from 4096;
+``nofix``: the fix off, table route):
+
+1. ``do_bench`` medians over 7 rotated rounds of fwd, fwd_bwd and bwd (the backward of one
+   stored forward of that route, ``retain_graph``), with the SM clock and power over each
+   (``benchmarks.gpu_clocks``);
+2. each route and mode run back to back for 2 s without L2 flushes, twice, rotated: ms per
+   call and the clock and power over that span;
+3. GPU time per kernel of fwd_bwd (``torch.profiler``, 20 steps): does the backward's time
+   change with the forward's route?
+
+Run on the GPU from the repository root: ``python3 docs/results/session66/route_power.py OUT.json``.
+Under Triton 3.6 ``gluon`` is the shipped route, under 3.9 ``triton`` is.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+
+import torch
+import triton
+
+import hf_stable_attn
+from benchmarks.gpu_clocks import ClockSampler
+from benchmarks.runinfo import source_digest
+from benchmarks.timing import median_ms, rotated_rounds
+from gpu.profile_e2e import cuda_ms_by_name
+from gpu.route_check import patched
+from hf_stable_attn.kernels import flash_fwd_hopper
+
+ROWS = {"triton": (2048, 8192), "gluon": (2048, 4096)}
+SUSTAIN_S = 2.0
+
+
+def route(name):
+    """The patched forward table of ``name`` and whether the fix is on."""
+    routes = flash_fwd_hopper.FASTER
+    rows = ROWS.get(name, routes[64, True, False])
+    return patched(flash_fwd_hopper, FASTER={**routes, (64, True, False): rows}), name != "nofix"
+
+
+def calls(name, q, k, v, dout):
+    """mode -> one call of route ``name`` (the forward table patched around each)."""
+    def forward():
+        table, fix = route(name)
+        with table:
+            return hf_stable_attn.flash_attn_func(q, k, v, causal=True, stabilize=fix)
+
+    stored = forward()
+    return {"fwd": forward,
+            "fwd_bwd": lambda: torch.autograd.grad(forward(), (q, k, v), dout),
+            "bwd": lambda: torch.autograd.grad(stored, (q, k, v), dout, retain_graph=True)}
+
+
+def sustained_ms(fn):
+    """ms per call of ``fn`` run back to back for ``SUSTAIN_S`` (CUDA events around the run)."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    n, t0 = 0, time.time()
+    start.record()
+    while time.time() - t0 < SUSTAIN_S:
+        fn()
+        n += 1
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / n
+
+
+def kernel_split(fn, steps=20):
+    """GPU ms per step of each kernel ``fn`` launches (``torch.profiler``), above 1 us."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            fn()
+        torch.cuda.synchronize()
+    return {k: round(v, 4) for k, v in cuda_ms_by_name(prof.events(), steps).items() if v > 1e-3}
+
+
+def timed(fns, rounds, measure, clocks):
+    """``measure(fn)`` of every ``fns`` entry in ``rotated_rounds``, with the clocks over each
+    entry's spans: name -> {"ms": median, "ms_rounds", **clock summary}."""
+    names, spans = list(fns), {n: [] for n in fns}
+
+    def timer(name):
+        t0 = time.time()
+        ms = measure(fns[name])
+        spans[name].append((t0, time.time()))
+        return ms
+
+    laps = rotated_rounds([lambda n=n: timer(n) for n in names], rounds)
+    return {n: {"ms": statistics.median(ms), "ms_rounds": ms, **(clocks.window(spans[n]) or {})}
+            for n, ms in zip(names, laps)}
+
+
+def main(out_path: str) -> None:
+    batch, s, h, d = 4, 4096, 32, 64
+    g = torch.Generator(device="cuda").manual_seed(66)
+    q, k, v = (torch.randn(batch, s, h, d, device="cuda", dtype=torch.bfloat16, generator=g)
+               .requires_grad_() for _ in range(3))
+    dout = torch.randn(batch, s, h, d, device="cuda", dtype=torch.bfloat16, generator=g)
+    fns = {f"{name}/{mode}": fn for name in ("triton", "gluon", "nofix")
+           for mode, fn in calls(name, q, k, v, dout).items()}
+    result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+              "triton": triton.__version__, "source": source_digest(),
+              "shipped_rows": list(flash_fwd_hopper.FASTER[64, True, False]),
+              "shape": dict(batch=batch, seqlen=s, heads=h, head_dim=d, causal=True)}
+    device = torch.device("cuda")
+    with ClockSampler(device) as clocks:
+        for fn in fns.values():  # compile and tune outside the timing
+            fn()
+        torch.cuda.synchronize()
+        result["do_bench"] = timed(fns, 7, lambda fn: median_ms(fn, device), clocks)
+        print(json.dumps({n: r["ms"] for n, r in result["do_bench"].items()}), flush=True)
+        result["sustained"] = timed(fns, 2, sustained_ms, clocks)
+        print(json.dumps({n: r["ms"] for n, r in result["sustained"].items()}), flush=True)
+        result["kernels_fwd_bwd"] = {n.split("/")[0]: kernel_split(fn)
+                                     for n, fn in fns.items() if n.endswith("/fwd_bwd")}
+    with open(out_path, "w") as f:
+        json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
