@@ -48,8 +48,9 @@ FIELD_CHOICES = {
 
 @dataclass(frozen=True)
 class Sample:
-    """One reading: when (seconds since the epoch), SM clock (MHz), power (W), temperature (C), and the
-    active clock-limit reasons (a bit mask, see the constants above); None where not reported."""
+    """One reading: when (seconds since the epoch), SM clock (MHz), power (W), temperature (C)
+    and the active clock-limit reasons (a bit mask, see the constants above); None where not
+    reported."""
     t: float
     sm_mhz: float | None
     power_w: float | None
@@ -117,8 +118,9 @@ def _query_fields(smi: str, gpu: str) -> list[str] | None:
     fields = []
     for choices in FIELD_CHOICES.values():
         for field in choices:
-            probe = subprocess.run([smi, f"--query-gpu={field}", "--format=csv,noheader", "-i", gpu],
-                                   capture_output=True, text=True, timeout=30)
+            probe = subprocess.run(
+                [smi, f"--query-gpu={field}", "--format=csv,noheader", "-i", gpu],
+                capture_output=True, text=True, timeout=30)
             if probe.returncode == 0:
                 fields.append(field)
                 break

@@ -14,15 +14,21 @@ causal, through ``hf_stable_attn.flash_attn_func``, with the forward route patch
 3. GPU time per kernel of fwd_bwd (``torch.profiler``, 20 steps): does the backward's time
    change with the forward's route?
 
-Run on the GPU from the repository root: ``python3 docs/results/session66/route_power.py OUT.json``.
-Under Triton 3.6 ``gluon`` is the shipped route, under 3.9 ``triton`` is.
+Run on the GPU from the repository root: ``python3 docs/results/session66/route_power.py OUT.json
+[--table-per-span]``. Under Triton 3.6 ``gluon`` is the shipped route, under 3.9 ``triton`` is.
+
+As first run (call 2), the table was patched around every call, as in session 65's A/B, which
+clears the launch plans each time. ``--table-per-span`` patches it once around each timed span
+(plans kept between its calls, as in a training loop), and the profile also gives the share of
+its span the GPU was busy (and the per-call patching's, for ``triton``).
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import json
 import statistics
-import sys
 import time
 
 import torch
@@ -47,14 +53,16 @@ def route(name):
     return patched(flash_fwd_hopper, FASTER={**routes, (64, True, False): rows}), name != "nofix"
 
 
-def calls(name, q, k, v, dout):
-    """mode -> one call of route ``name`` (the forward table patched around each)."""
+def calls(name, q, k, v, dout, per_call):
+    """mode -> one call of route ``name``; ``per_call``: the forward table patched around each
+    call (else the caller patches it: ``route``)."""
     def forward():
         table, fix = route(name)
-        with table:
+        with table if per_call else contextlib.nullcontext():
             return hf_stable_attn.flash_attn_func(q, k, v, causal=True, stabilize=fix)
 
-    stored = forward()
+    with route(name)[0]:
+        stored = forward()
     return {"fwd": forward,
             "fwd_bwd": lambda: torch.autograd.grad(forward(), (q, k, v), dout),
             "bwd": lambda: torch.autograd.grad(stored, (q, k, v), dout, retain_graph=True)}
@@ -74,7 +82,8 @@ def sustained_ms(fn):
 
 
 def kernel_split(fn, steps=20):
-    """GPU ms per step of each kernel ``fn`` launches (``torch.profiler``), above 1 us."""
+    """GPU ms per step of each kernel ``fn`` launches (``torch.profiler``), above 1 us, and
+    ``busy``: the kernels' time over the span from the first one's start to the last one's end."""
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
@@ -82,17 +91,21 @@ def kernel_split(fn, steps=20):
         for _ in range(steps):
             fn()
         torch.cuda.synchronize()
-    return {k: round(v, 4) for k, v in cuda_ms_by_name(prof.events(), steps).items() if v > 1e-3}
+    events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    span = max(e.time_range.end for e in events) - min(e.time_range.start for e in events)
+    split = {k: round(v, 4) for k, v in cuda_ms_by_name(events, steps).items() if v > 1e-3}
+    return {**split, "busy": round(sum(split.values()) * steps * 1e3 / span, 4)}
 
 
-def timed(fns, rounds, measure, clocks):
-    """``measure(fn)`` of every ``fns`` entry in ``rotated_rounds``, with the clocks over each
-    entry's spans: name -> {"ms": median, "ms_rounds", **clock summary}."""
+def timed(fns, rounds, measure, clocks, table):
+    """``measure(fn)`` of every ``fns`` entry in ``rotated_rounds`` inside ``table(name)``,
+    with the clocks over each entry's spans: name -> {"ms": median, "ms_rounds", **clocks}."""
     names, spans = list(fns), {n: [] for n in fns}
 
     def timer(name):
         t0 = time.time()
-        ms = measure(fns[name])
+        with table(name):
+            ms = measure(fns[name])
         spans[name].append((t0, time.time()))
         return ms
 
@@ -101,32 +114,50 @@ def timed(fns, rounds, measure, clocks):
             for n, ms in zip(names, laps)}
 
 
-def main(out_path: str) -> None:
+def main(out_path: str, per_call: bool) -> None:
     batch, s, h, d = 4, 4096, 32, 64
     g = torch.Generator(device="cuda").manual_seed(66)
     q, k, v = (torch.randn(batch, s, h, d, device="cuda", dtype=torch.bfloat16, generator=g)
                .requires_grad_() for _ in range(3))
     dout = torch.randn(batch, s, h, d, device="cuda", dtype=torch.bfloat16, generator=g)
     fns = {f"{name}/{mode}": fn for name in ("triton", "gluon", "nofix")
-           for mode, fn in calls(name, q, k, v, dout).items()}
+           for mode, fn in calls(name, q, k, v, dout, per_call).items()}
+
+    def table(name):
+        return contextlib.nullcontext() if per_call else route(name.split("/")[0])[0]
+
     result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
               "triton": triton.__version__, "source": source_digest(),
               "shipped_rows": list(flash_fwd_hopper.FASTER[64, True, False]),
+              "table_patched": "per call" if per_call else "per timed span",
               "shape": dict(batch=batch, seqlen=s, heads=h, head_dim=d, causal=True)}
     device = torch.device("cuda")
     with ClockSampler(device) as clocks:
-        for fn in fns.values():  # compile and tune outside the timing
-            fn()
+        for name, fn in fns.items():  # compile and tune outside the timing
+            with table(name):
+                fn()
         torch.cuda.synchronize()
-        result["do_bench"] = timed(fns, 7, lambda fn: median_ms(fn, device), clocks)
+        result["do_bench"] = timed(fns, 7, lambda fn: median_ms(fn, device), clocks, table)
         print(json.dumps({n: r["ms"] for n, r in result["do_bench"].items()}), flush=True)
-        result["sustained"] = timed(fns, 2, sustained_ms, clocks)
+        result["sustained"] = timed(fns, 2, sustained_ms, clocks, table)
         print(json.dumps({n: r["ms"] for n, r in result["sustained"].items()}), flush=True)
-        result["kernels_fwd_bwd"] = {n.split("/")[0]: kernel_split(fn)
-                                     for n, fn in fns.items() if n.endswith("/fwd_bwd")}
+        result["kernels_fwd_bwd"] = {}
+        for name, fn in fns.items():
+            if name.endswith("/fwd_bwd"):
+                with table(name):
+                    result["kernels_fwd_bwd"][name.split("/")[0]] = kernel_split(fn)
+        if not per_call:
+            patched_each = calls("triton", q, k, v, dout, True)["fwd_bwd"]
+            result["kernels_fwd_bwd"]["triton, table patched per call"] = kernel_split(
+                patched_each)
+        print(json.dumps({n: r["busy"] for n, r in result["kernels_fwd_bwd"].items()}))
     with open(out_path, "w") as f:
         json.dump(result, f, indent=1)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out")
+    parser.add_argument("--table-per-span", action="store_true")
+    args = parser.parse_args()
+    main(args.out, per_call=not args.table_per_span)
