@@ -16,6 +16,10 @@ inside Transformers) and one random ``dout``. Per implementation and mode:
 - ``sm_clock_mhz``, ``power_w``, ``power_capped``, ...: the GPU's SM clock and power over the
   entry's timed rounds, and the share of readings with the power cap active
   (``gpu_clocks.summarize``; absent where ``nvidia-smi`` is not there);
+- with ``--sustain-s T``: ``ms_sustained`` (``ms_sustained_rounds``, ``tflops_sustained``), each
+  call run back to back for ``T`` seconds (``timing.sustained_ms``) in ``--sustain-rounds``
+  rotated rounds after the ``ms`` rounds, and the clocks over those runs (keys prefixed
+  ``sustained_``): the steady state at the card's power limit;
 - ``rel_err``: ``|out - ref| / |ref|`` against an fp32 SDPA on the same inputs (a fast wrong
   kernel must not look good);
 - ``error``: why an implementation refused the shape (then ``ms``/``tflops`` are null).
@@ -311,25 +315,39 @@ def time_in_rounds(entries: list[Entry], shape: Shape, device, args,
                    clocks: gpu_clocks.ClockSampler) -> None:
     """Fill in ``ms`` (the median of ``args.rounds`` medians), ``ms_rounds`` and ``tflops`` of
     the entries that ran, timed in ``timing.rotated_rounds`` (each round starts at another
-    entry), and the GPU's clocks and power over each entry's rounds from ``clocks``."""
+    entry), and the GPU's clocks and power over each entry's rounds from ``clocks``; then, with
+    ``args.sustain_s``, the same with ``_sustained`` (``timing.sustained_ms``)."""
     ready = [e for e in entries if e.call is not None]
-    spans: list[list[tuple[float, float]]] = [[] for _ in ready]
 
-    def timer(i: int) -> float:
-        start = time.time()
-        ms = timing.median_ms(ready[i].call, device, grad_to_none=ready[i].grads,
-                              warmup_ms=args.warmup_ms, rep_ms=args.rep_ms)
-        spans[i].append((start, time.time()))
-        timing.clear_grads(ready[i].grads)
-        return ms
+    def median(e: Entry) -> float:
+        return timing.median_ms(e.call, device, grad_to_none=e.grads, warmup_ms=args.warmup_ms,
+                                rep_ms=args.rep_ms)
 
-    laps = timing.rotated_rounds([functools.partial(timer, i) for i in range(len(ready))],
-                                 args.rounds)
-    for e, ms, entry_spans in zip(ready, laps, spans):
-        e.record["ms"] = statistics.median(ms)
-        e.record["ms_rounds"] = ms
-        e.record["tflops"] = attention_flops(shape, e.record["mode"]) / (e.record["ms"] * 1e-3) / 1e12
-        e.record.update(clocks.window(entry_spans) or {})
+    def sustained(e: Entry) -> float:
+        return timing.sustained_ms(e.call, device, args.sustain_s, grad_to_none=e.grads)
+
+    timings = [("", median, args.rounds)]
+    if args.sustain_s > 0:
+        timings.append(("_sustained", sustained, args.sustain_rounds))
+    for suffix, measure, rounds in timings:
+        spans: list[list[tuple[float, float]]] = [[] for _ in ready]
+
+        def timer(i: int) -> float:
+            start = time.time()
+            ms = measure(ready[i])
+            spans[i].append((start, time.time()))
+            timing.clear_grads(ready[i].grads)
+            return ms
+
+        laps = timing.rotated_rounds([functools.partial(timer, i) for i in range(len(ready))],
+                                     rounds)
+        for e, ms, entry_spans in zip(ready, laps, spans):
+            e.record[f"ms{suffix}"] = statistics.median(ms)
+            e.record[f"ms{suffix}_rounds"] = ms
+            e.record[f"tflops{suffix}"] = (attention_flops(shape, e.record["mode"])
+                                           / (statistics.median(ms) * 1e-3) / 1e12)
+            prefix = suffix.lstrip("_") + "_" if suffix else ""
+            e.record.update({prefix + k: v for k, v in (clocks.window(entry_spans) or {}).items()})
 
 
 def _configure_dynamo() -> None:
@@ -360,6 +378,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--warmup-ms", type=float, default=25.0)
     p.add_argument("--rep-ms", type=float, default=100.0, help="timing per call and round")
     p.add_argument("--rounds", type=int, default=3, help="timings per call, interleaved with the other calls")
+    p.add_argument("--sustain-s", type=float, default=0.0,
+                   help="also time each call back to back for this many seconds (0: not)")
+    p.add_argument("--sustain-rounds", type=int, default=2, help="rounds of --sustain-s")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out-dir", default="benchmarks/results")
     p.add_argument("--out", help="explicit output path (default <out-dir>/<gpu>-<date>-attention.json)")

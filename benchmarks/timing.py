@@ -66,6 +66,33 @@ def median_ms(
     return 1e3 * statistics.median(laps)
 
 
+def sustained_ms(
+    fn: Callable[[], object],
+    device: torch.device,
+    seconds: float,
+    *,
+    grad_to_none: Sequence[torch.Tensor] | None = None,
+) -> float:
+    """Milliseconds per call of ``fn`` called back to back for ``seconds`` of host time, no L2
+    flush and no pause between calls (CUDA events around the whole run on CUDA): the card's
+    steady state, where a sustained load holds it at its power limit as training does, while
+    ``median_ms``'s flushes and short windows leave it some headroom."""
+    n = 0
+    if device.type == "cuda":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+    t0 = time.perf_counter()
+    while n == 0 or time.perf_counter() - t0 < seconds:
+        clear_grads(grad_to_none)
+        fn()
+        n += 1
+    if device.type != "cuda":
+        return 1e3 * (time.perf_counter() - t0) / n
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / n
+
+
 def rotated_rounds(timers: Sequence[Callable[[], float]], rounds: int) -> list[list[float]]:
     """Each timer's results over ``rounds`` rounds. Every round runs each timer once, starting at
     a different one (round ``r`` at ``r * n // rounds``), so a drift of the GPU's clock, or

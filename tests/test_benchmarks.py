@@ -12,6 +12,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -70,6 +71,30 @@ def test_rounds_start_at_a_different_implementation_each_time():
     for e in entries[:4]:
         assert len(e.record["ms_rounds"]) == 2 and e.record["tflops"] > 0
     assert entries[4].record["ms"] is None and "ms_rounds" not in entries[4].record
+    assert "ms_sustained" not in entries[0].record  # --sustain-s not given
+
+
+def test_sustained_rounds_follow_the_median_rounds():
+    """With ``--sustain-s`` each entry also runs back to back for that long per round, after
+    every ``ms`` round; its rate comes from the sustained median."""
+    calls = []
+    shape = bench_attention.Shape("bf16", 16, 1, 2, 1, 16, causal=False)
+    entries = [bench_attention.Entry({"impl": name, "mode": "fwd"},
+                                     lambda name=name: calls.append(name) or time.sleep(0.01))
+               for name in "ab"]
+    args = bench_attention.parse_args(["--device", "cpu", "--rounds", "1", "--sustain-s", "0.1",
+                                       "--sustain-rounds", "3"])
+    bench_attention.time_in_rounds(entries, shape, torch.device("cpu"), args,
+                                   gpu_clocks.ClockSampler())
+    median_calls = 2 * 3  # one round of cpu_reps calls each
+    assert calls[:median_calls] == ["a"] * 3 + ["b"] * 3
+    assert 3 * 2 * 5 <= len(calls) - median_calls <= 3 * 2 * 12  # 0.1 s of 10 ms calls
+    for e in entries:
+        assert len(e.record["ms_sustained_rounds"]) == 3
+        assert 10 <= e.record["ms_sustained"] < 20
+        flops = bench_attention.attention_flops(shape, "fwd")
+        assert math.isclose(e.record["tflops_sustained"],
+                            flops / (e.record["ms_sustained"] * 1e-3) / 1e12)
 
 
 def test_attention_cpu_smoke_records_budget_and_tables(tmp_path):

@@ -72,11 +72,13 @@ def test_attention_records_carry_the_clocks_of_their_rounds():
     shape = bench_attention.Shape("bf16", 16, 1, 2, 1, 16, causal=False)
     entries = [bench_attention.Entry({"impl": name, "mode": "fwd"},
                                      lambda: time.sleep(0.03)) for name in "ab"]
-    args = bench_attention.parse_args(["--device", "cpu", "--rounds", "2"])
+    args = bench_attention.parse_args(["--device", "cpu", "--rounds", "2", "--sustain-s", "0.2"])
     with gpu_clocks.ClockSampler(command=[sys.executable, "-c", FAKE_SMI]) as clocks:
         while not clocks.samples:
             time.sleep(0.01)
         bench_attention.time_in_rounds(entries, shape, torch.device("cpu"), args, clocks)
-    for e in entries:  # 2 rounds x 3 calls x 30 ms each
-        assert e.record["clock_samples"] >= 40 and e.record["power_w"] == 650.5
-        assert e.record["sm_clock_mhz"] in (1700, 1840, 1980)
+    for e in entries:  # 2 rounds x 3 calls x 30 ms each, then 2 rounds of 0.2 s
+        for prefix in ("", "sustained_"):
+            assert e.record[prefix + "clock_samples"] >= 40
+            assert e.record[prefix + "power_w"] == 650.5
+            assert e.record[prefix + "sm_clock_mhz"] in (1700, 1840, 1980)
