@@ -132,22 +132,63 @@ def _target_row(label: str, ratios: list[float], target: float, higher: bool) ->
     return [label, bound, f"{mean:.3f}", f"{worst:.3f}", str(len(ratios)), verdict]
 
 
-def target_summary(records: list[dict]) -> list[str]:
-    """Issue 4's targets over bf16, D 64/128, seqlen >= 2k, fwd_bwd: geomean and worst case, and
-    the fix's cost once more from the forward timings (``forward_fix_costs``) where the run has
-    them."""
+def target_summary(records: list[dict], field: str = "tflops") -> list[str]:
+    """Issue 4's targets over bf16, D 64/128, seqlen >= 2k, fwd_bwd: geomean and worst case of
+    the rates in ``field`` (``tflops_sustained``: the calls run back to back), and, for
+    ``tflops``, the fix's cost once more from the forward timings (``forward_fix_costs``) where
+    the run has them."""
     shapes = _target_shapes(records, "fwd_bwd")
     rows = []
     for label, peer, target, higher in TARGETS:
         if peer == NOFIX:
-            ratios = [_ratio(_field(by, NOFIX), _field(by, OURS)) for by in shapes.values()]
+            ratios = [_ratio(_field(by, NOFIX, field), _field(by, OURS, field))
+                      for by in shapes.values()]
         else:
-            ratios = [_ratio(_field(by, OURS), _field(by, peer)) for by in shapes.values()]
+            ratios = [_ratio(_field(by, OURS, field), _field(by, peer, field))
+                      for by in shapes.values()]
         rows.append(_target_row(label, [x for x in ratios if x is not None], target, higher))
-    from_forward = forward_fix_costs(records)
+    from_forward = forward_fix_costs(records) if field == "tflops" else []
     if from_forward:
         rows.append(_target_row(FORWARD_FIX_COST, from_forward, 1.03, False))
     return _table(["ratio (TFLOP/s)", "target", "geomean", "worst", "shapes", "verdict"], rows)
+
+
+def _has_sustained(records: list[dict]) -> bool:
+    return any(r.get("tflops_sustained") for r in records)
+
+
+def sustained_section(records: list[dict], impls: list[str]) -> list[str]:
+    """For a run with ``--sustain-s``: the targets and a ``fwd_bwd`` table from the back-to-back
+    timings, each cell ``TFLOP/s (SM MHz, share of readings at the power cap)``."""
+    out = ["Targets from the same calls run back to back (`--sustain-s`: the card's steady state "
+           "at its power limit):", ""]
+    out += target_summary(records, "tflops_sustained") + [""]
+    for (dtype, mode), shapes in _shape_rows(records).items():
+        if mode != "fwd_bwd":
+            continue
+        out += [f"#### {dtype} {mode}, back to back: TFLOP/s (SM MHz, share at the power cap)", ""]
+        rows = []
+        for shape, by_impl in shapes.items():
+            seqlen, head_dim, causal, hq, hkv, batch = shape
+            row = [str(seqlen), str(head_dim), "yes" if causal else "no", f"{hq}/{hkv}", str(batch)]
+            for impl in impls:
+                r = by_impl.get(impl) or {}
+                rate, mhz = r.get("tflops_sustained"), r.get("sustained_sm_clock_mhz")
+                capped = r.get("sustained_power_capped")
+                clocks = "" if mhz is None else f" ({mhz:.0f}, {_fmt_ratio(capped)})"
+                row.append("—" if rate is None else _fmt(rate) + clocks)
+            row += [_fmt_ratio(_ratio(_field(by_impl, OURS, "tflops_sustained"),
+                                      _field(by_impl, peer, "tflops_sustained")))
+                    for _, peer in RATIO_COLUMNS if peer in impls]
+            if NOFIX in impls and OURS in impls:
+                row.append(_fmt_ratio(_ratio(_field(by_impl, NOFIX, "tflops_sustained"),
+                                             _field(by_impl, OURS, "tflops_sustained")), 3))
+            rows.append(row)
+        header = ["S", "D", "causal", "Hq/Hkv", "B"] + impls
+        header += [label for label, peer in RATIO_COLUMNS if peer in impls]
+        header += ["fix cost"] if NOFIX in impls and OURS in impls else []
+        out += _table(header, rows) + [""]
+    return out
 
 
 def attention_section(data: dict, path: str, brief: bool = False) -> list[str]:
@@ -184,6 +225,8 @@ def attention_section(data: dict, path: str, brief: bool = False) -> list[str]:
     if footnotes:
         out += ["† SDPA refused `enable_gqa` for this shape: K/V were `repeat_interleave`d inside the timed call.", ""]
     out += ["✗ refused the shape (see below); — not measured.", ""]
+    if _has_sustained(records):
+        out += sustained_section(records, impls)
     if brief:
         refused = sum(1 for r in records if r.get("error"))
         return out + [f"{refused} refused record(s); memory, compile times and refusals in the full tables.", ""]

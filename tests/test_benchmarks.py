@@ -179,6 +179,29 @@ def test_target_summary_ratios():
     assert make_tables.FORWARD_FIX_COST not in rows  # no fwd records: no forward-derived row
 
 
+def test_sustained_targets_and_table():
+    """A run with ``--sustain-s`` gets the targets and a table from the back-to-back rates, each
+    cell with its SM clock and power-cap share; a run without gets neither."""
+    def rec(impl, tflops, sustained, mhz):
+        return {"impl": impl, "dtype": "bf16", "mode": "fwd_bwd", "seqlen": 4096, "head_dim": 64,
+                "causal": True, "heads_q": 32, "heads_kv": 32, "batch": 4, "tflops": tflops,
+                "tflops_sustained": sustained, "sustained_sm_clock_mhz": mhz,
+                "sustained_power_capped": 1.0}
+
+    records = [rec("stable_flash", 330.0, 300.0, 1830), rec("stable_flash_nofix", 340.0, 309.0, 1845),
+               rec("sdpa_flash", 250.0, 240.0, 1980)]
+    data = {"gpu": "stand-in", "versions": {}, "date": "today", "records": records}
+    text = "\n".join(make_tables.attention_section(data, "run.json"))
+    summaries = text.split("Targets from the same calls run back to back")
+    assert len(summaries) == 2
+    assert "1.320" in summaries[0] and "1.250" in summaries[1]  # ours / FA2: median, back to back
+    assert "| 1.030 | 1.030 | 1 | met |" in summaries[1]  # fix cost 309 / 300
+    assert "| 300 (1830, 1.00) | 309 (1845, 1.00) | 240 (1980, 1.00) | 1.25 | 1.030 |" in text
+    plain = {**data, "records": [{k: v for k, v in r.items() if "sustained" not in k}
+                                 for r in records]}
+    assert "back to back" not in "\n".join(make_tables.attention_section(plain, "run.json"))
+
+
 def test_fix_cost_from_forward_timings():
     def rec(impl, mode, ms, seqlen=4096):
         return {"impl": impl, "dtype": "bf16", "mode": mode, "seqlen": seqlen, "head_dim": 64, "causal": False,
