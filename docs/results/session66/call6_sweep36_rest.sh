@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Session 66, two H200s of one host, the machine's Triton 3.6, main's code, as call 4
-# (--sustain-s 1): GPU 0 the D64 S 8192 shapes (call 4's budget left out three of them); GPU 1
+# Session 66, two H200s of one host, the machine's Triton 3.6, main's code, as call 5
+# (--sustain-s 1): GPU 0 the D64 S 8192 shapes (call 5's budget left out three of them); GPU 1
 # at the same time a second sample of the D64 causal shapes at S 2048 and 4096 (the lowest
 # FA2 ratios). OUT set.
 set -uo pipefail
