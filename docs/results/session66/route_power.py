@@ -15,7 +15,10 @@ causal, through ``hf_stable_attn.flash_attn_func``, with the forward route patch
    change with the forward's route?
 
 Run on the GPU from the repository root: ``python3 docs/results/session66/route_power.py OUT.json
-[--table-per-span]``. Under Triton 3.6 ``gluon`` is the shipped route, under 3.9 ``triton`` is.
+[--table-per-span] [--seqlen S --heads-kv H]``. At S 4096 MHA (the default) ``gluon`` is the
+shipped route under Triton 3.6 and ``triton`` under 3.9; at S 2048 ``triton`` under both.
+Calls 2 and 4 ran S 4096 MHA with ``ROWS`` (2048, 8192) and (2048, 4096), the same routes there
+as (2048, S + 1) and (2048, S) now; call 7 added ``--seqlen`` and ``--heads-kv``.
 
 As first run (call 2), the table was patched around every call, as in session 65's A/B, which
 clears the launch plans each time. ``--table-per-span`` patches it once around each timed span
@@ -42,26 +45,29 @@ from gpu.profile_e2e import cuda_ms_by_name
 from gpu.route_check import patched
 from hf_stable_attn.kernels import flash_fwd_hopper
 
-ROWS = {"triton": (2048, 8192), "gluon": (2048, 4096)}
 SUSTAIN_S = 2.0
 
 
-def route(name):
-    """The patched forward table of ``name`` and whether the fix is on."""
-    routes = flash_fwd_hopper.FASTER
-    rows = ROWS.get(name, routes[64, True, False])
-    return patched(flash_fwd_hopper, FASTER={**routes, (64, True, False): rows}), name != "nofix"
+def route(name, seqlen, grouped):
+    """The patched forward table of ``name`` at ``seqlen`` causal rows (``triton``: the Triton
+    forward; ``gluon``: the Gluon launch; ``nofix``: the table's route) for D64 with the fix,
+    MHA or ``grouped``, and whether the fix is on."""
+    routes, key = flash_fwd_hopper.FASTER, (64, True, grouped)
+    rows = {"triton": (2048, seqlen + 1), "gluon": (2048, seqlen)}.get(name, routes[key])
+    return patched(flash_fwd_hopper, FASTER={**routes, key: rows}), name != "nofix"
 
 
 def calls(name, q, k, v, dout, per_call):
     """mode -> one call of route ``name``; ``per_call``: the forward table patched around each
     call (else the caller patches it: ``route``)."""
+    shape = (q.shape[1], k.shape[2] < q.shape[2])
+
     def forward():
-        table, fix = route(name)
+        table, fix = route(name, *shape)
         with table if per_call else contextlib.nullcontext():
             return hf_stable_attn.flash_attn_func(q, k, v, causal=True, stabilize=fix)
 
-    with route(name)[0]:
+    with route(name, *shape)[0]:
         stored = forward()
     return {"fwd": forward,
             "fwd_bwd": lambda: torch.autograd.grad(forward(), (q, k, v), dout),
@@ -114,23 +120,25 @@ def timed(fns, rounds, measure, clocks, table):
             for n, ms in zip(names, laps)}
 
 
-def main(out_path: str, per_call: bool) -> None:
-    batch, s, h, d = 4, 4096, 32, 64
+def main(out_path: str, per_call: bool, s: int, hk: int) -> None:
+    batch, h, d = 16384 // s, 32, 64
     g = torch.Generator(device="cuda").manual_seed(66)
-    q, k, v = (torch.randn(batch, s, h, d, device="cuda", dtype=torch.bfloat16, generator=g)
-               .requires_grad_() for _ in range(3))
+    q, k, v = (torch.randn(batch, s, heads, d, device="cuda", dtype=torch.bfloat16, generator=g)
+               .requires_grad_() for heads in (h, hk, hk))
     dout = torch.randn(batch, s, h, d, device="cuda", dtype=torch.bfloat16, generator=g)
     fns = {f"{name}/{mode}": fn for name in ("triton", "gluon", "nofix")
            for mode, fn in calls(name, q, k, v, dout, per_call).items()}
 
     def table(name):
-        return contextlib.nullcontext() if per_call else route(name.split("/")[0])[0]
+        return (contextlib.nullcontext() if per_call
+                else route(name.split("/")[0], s, hk < h)[0])
 
     result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
               "triton": triton.__version__, "source": source_digest(),
-              "shipped_rows": list(flash_fwd_hopper.FASTER[64, True, False]),
+              "shipped_rows": list(flash_fwd_hopper.FASTER[64, True, hk < h]),
               "table_patched": "per call" if per_call else "per timed span",
-              "shape": dict(batch=batch, seqlen=s, heads=h, head_dim=d, causal=True)}
+              "shape": dict(batch=batch, seqlen=s, heads=h, heads_kv=hk, head_dim=d,
+                            causal=True)}
     device = torch.device("cuda")
     with ClockSampler(device) as clocks:
         for name, fn in fns.items():  # compile and tune outside the timing
@@ -159,5 +167,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out")
     parser.add_argument("--table-per-span", action="store_true")
+    parser.add_argument("--seqlen", type=int, default=4096, help="batch: 16384 tokens / seqlen")
+    parser.add_argument("--heads-kv", type=int, default=32, help="of 32 query heads")
     args = parser.parse_args()
-    main(args.out, per_call=not args.table_per_span)
+    main(args.out, not args.table_per_span, args.seqlen, args.heads_kv)
