@@ -153,6 +153,28 @@ def target_summary(records: list[dict], field: str = "tflops") -> list[str]:
     return _table(["ratio (TFLOP/s)", "target", "geomean", "worst", "shapes", "verdict"], rows)
 
 
+def _rate_header(impls: list[str]) -> list[str]:
+    """The columns of a TFLOP/s table: the shape, each implementation, the ratios, the fix cost."""
+    header = ["S", "D", "causal", "Hq/Hkv", "B"] + impls
+    header += [label for label, peer in RATIO_COLUMNS if peer in impls]
+    return header + (["fix cost"] if NOFIX in impls and OURS in impls else [])
+
+
+def _shape_cells(shape: tuple) -> list[str]:
+    seqlen, head_dim, causal, hq, hkv, batch = shape
+    return [str(seqlen), str(head_dim), "yes" if causal else "no", f"{hq}/{hkv}", str(batch)]
+
+
+def _ratio_cells(by_impl: dict[str, dict], impls: list[str], field: str) -> list[str]:
+    """Ours over each peer in ``RATIO_COLUMNS``, then the fix's cost, from the rates in ``field``."""
+    cells = [_fmt_ratio(_ratio(_field(by_impl, OURS, field), _field(by_impl, peer, field)))
+             for _, peer in RATIO_COLUMNS if peer in impls]
+    if NOFIX in impls and OURS in impls:
+        cells.append(_fmt_ratio(_ratio(_field(by_impl, NOFIX, field),
+                                       _field(by_impl, OURS, field)), 3))
+    return cells
+
+
 def _has_sustained(records: list[dict]) -> bool:
     return any(r.get("tflops_sustained") for r in records)
 
@@ -169,25 +191,15 @@ def sustained_section(records: list[dict], impls: list[str]) -> list[str]:
         out += [f"#### {dtype} {mode}, back to back: TFLOP/s (SM MHz, share at the power cap)", ""]
         rows = []
         for shape, by_impl in shapes.items():
-            seqlen, head_dim, causal, hq, hkv, batch = shape
-            row = [str(seqlen), str(head_dim), "yes" if causal else "no", f"{hq}/{hkv}", str(batch)]
+            row = _shape_cells(shape)
             for impl in impls:
                 r = by_impl.get(impl) or {}
                 rate, mhz = r.get("tflops_sustained"), r.get("sustained_sm_clock_mhz")
                 capped = r.get("sustained_power_capped")
                 clocks = "" if mhz is None else f" ({mhz:.0f}, {_fmt_ratio(capped)})"
                 row.append("—" if rate is None else _fmt(rate) + clocks)
-            row += [_fmt_ratio(_ratio(_field(by_impl, OURS, "tflops_sustained"),
-                                      _field(by_impl, peer, "tflops_sustained")))
-                    for _, peer in RATIO_COLUMNS if peer in impls]
-            if NOFIX in impls and OURS in impls:
-                row.append(_fmt_ratio(_ratio(_field(by_impl, NOFIX, "tflops_sustained"),
-                                             _field(by_impl, OURS, "tflops_sustained")), 3))
-            rows.append(row)
-        header = ["S", "D", "causal", "Hq/Hkv", "B"] + impls
-        header += [label for label, peer in RATIO_COLUMNS if peer in impls]
-        header += ["fix cost"] if NOFIX in impls and OURS in impls else []
-        out += _table(header, rows) + [""]
+            rows.append(row + _ratio_cells(by_impl, impls, "tflops_sustained"))
+        out += _table(_rate_header(impls), rows) + [""]
     return out
 
 
@@ -203,13 +215,9 @@ def attention_section(data: dict, path: str, brief: bool = False) -> list[str]:
         if brief and mode != "fwd_bwd":
             continue
         out += [f"#### {dtype} {mode}: TFLOP/s", ""]
-        header = ["S", "D", "causal", "Hq/Hkv", "B"] + impls
-        header += [label for label, peer in RATIO_COLUMNS if peer in impls]
-        header += ["fix cost"] if NOFIX in impls and OURS in impls else []
         rows = []
         for shape, by_impl in shapes.items():
-            seqlen, head_dim, causal, hq, hkv, batch = shape
-            row = [str(seqlen), str(head_dim), "yes" if causal else "no", f"{hq}/{hkv}", str(batch)]
+            row = _shape_cells(shape)
             for impl in impls:
                 r = by_impl.get(impl)
                 cell = "—" if r is None else ("✗" if r.get("error") else _fmt(r.get("tflops")))
@@ -217,11 +225,8 @@ def attention_section(data: dict, path: str, brief: bool = False) -> list[str]:
                     cell += "†"
                     footnotes = True
                 row.append(cell)
-            row += [_fmt_ratio(_ratio(_field(by_impl, OURS), _field(by_impl, peer))) for _, peer in RATIO_COLUMNS if peer in impls]
-            if NOFIX in impls and OURS in impls:
-                row.append(_fmt_ratio(_ratio(_field(by_impl, NOFIX), _field(by_impl, OURS)), 3))
-            rows.append(row)
-        out += _table(header, rows) + [""]
+            rows.append(row + _ratio_cells(by_impl, impls, "tflops"))
+        out += _table(_rate_header(impls), rows) + [""]
     if footnotes:
         out += ["† SDPA refused `enable_gqa` for this shape: K/V were `repeat_interleave`d inside the timed call.", ""]
     out += ["✗ refused the shape (see below); — not measured.", ""]
