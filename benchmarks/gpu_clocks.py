@@ -1,8 +1,9 @@
 """The GPU's SM clock, power draw and clock-limit reasons while a benchmark times something.
 
-A kernel timed alone and the same kernel inside a longer sequence can run at different clocks:
-under a sustained load the card lowers its SM clock to stay within its power limit ("SW power
-cap"), so a faster kernel can leave less clock to the one after it. ``ClockSampler`` runs
+A kernel timed in short windows and the same kernel run back to back can run at different
+clocks: under a sustained load the card lowers its SM clock to stay within its power limit
+("SW power cap"), the more so the more energy a kernel spends per unit of work (session 66,
+docs/kernel_notes.md). ``ClockSampler`` runs
 ``nvidia-smi`` in a loop beside the timing and keeps every reading with the time nvidia-smi
 stamped on it; ``window(spans)`` summarises the readings that fall inside the given spans of
 ``time.time()``.
