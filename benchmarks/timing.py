@@ -106,14 +106,19 @@ def rotated_rounds(timers: Sequence[Callable[[], float]], rounds: int) -> list[l
     return laps
 
 
-def interleaved_medians(fns: dict[str, Callable[[], object]], rounds: int,
-                        device: torch.device) -> tuple[dict[str, float], dict[str, list[float]]]:
+def interleaved_medians(fns: dict[str, Callable[[], object]], rounds: int, device: torch.device,
+                        sustain_s: float = 0.0
+                        ) -> tuple[dict[str, float], dict[str, list[float]]]:
     """Warm each of ``fns`` with one call, then time them in ``rotated_rounds`` (``median_ms``
-    each): ``(median ms over the rounds, every round's ms)``, both by name."""
+    each, or with ``sustain_s`` > 0 ``sustained_ms`` for that many seconds): ``(median ms over
+    the rounds, every round's ms)``, both by name."""
     for fn in fns.values():
         fn()
-    laps = rotated_rounds([functools.partial(median_ms, fn, device) for fn in fns.values()],
-                          rounds)
+    if sustain_s > 0:
+        time_one = functools.partial(sustained_ms, device=device, seconds=sustain_s)
+    else:
+        time_one = functools.partial(median_ms, device=device)
+    laps = rotated_rounds([functools.partial(time_one, fn) for fn in fns.values()], rounds)
     return ({name: statistics.median(ms) for name, ms in zip(fns, laps)}, dict(zip(fns, laps)))
 
 

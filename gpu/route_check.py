@@ -8,11 +8,13 @@ ending in ``nofix``), which gives each route's cost of the fix.
 
 Run: ``PYTHONPATH=$PWD python gpu/route_check.py --out routes.json [--budget-s 300]
 [--kinds fwd bwd routes] [--seqlens 2048 4096] [--head-dims 64 128] [--causal true false]
-[--fix-off-too]``.
+[--fix-off-too] [--sustain-s T]``.
 Timing: ``do_bench`` medians over ``--rounds`` rounds, each starting at another variant of the
 shape (``benchmarks.timing.interleaved_medians``), B 4, H 16 at D128 and 32 at D64 (GQA 8:1 for
 the backward), bf16, after one untimed call each (which compiles and, for the Triton kernel,
-tunes).
+tunes). With ``--sustain-s T`` each round runs a variant back to back for ``T`` seconds instead
+(``timing.sustained_ms``): the card stays at its power limit, as in training, where ``do_bench``'s
+short windows leave it headroom (docs/kernel_notes.md, session 66).
 """
 
 from __future__ import annotations
@@ -120,9 +122,11 @@ def query_heads(head_dim: int) -> int:
     return 16 if head_dim == 128 else 32
 
 
-def measure(kind, s, d, causal, heads_kv, rounds, fix_off_too=False):
+def measure(kind, s, d, causal, heads_kv, rounds, fix_off_too=False, sustain_s=0.0):
     """One shape's variants of ``kind`` timed; ``heads_kv`` None: MHA forward, GQA 8:1 backward;
-    ``fix_off_too``: the forward's routes without the fix as well."""
+    ``fix_off_too``: the forward's routes without the fix as well; ``sustain_s`` > 0: each
+    variant run back to back for that long a round (``timing.sustained_ms``) instead of
+    ``do_bench``."""
     batch, hq = 4, query_heads(d)
     hk = heads_kv or (hq if kind == "fwd" else hq // 8)
     q, k, v, dout = draw(batch, s, hq, d, 1), draw(batch, s, hk, d, 2), draw(batch, s, hk, d, 3), \
@@ -142,7 +146,7 @@ def measure(kind, s, d, causal, heads_kv, rounds, fix_off_too=False):
     flops /= 2 if causal else 1
     return dict(kind=kind, shape=dict(batch=batch, seqlen=s, heads_q=hq, heads_kv=hk,
                                       head_dim=d, causal=causal),
-                **rates(fns, rounds, q.device, flops))
+                **rates(fns, rounds, q.device, flops, sustain_s))
 
 
 def main() -> None:
@@ -157,14 +161,20 @@ def main() -> None:
     ap.add_argument("--causal", nargs="+", default=["true", "false"], choices=["true", "false"])
     ap.add_argument("--fix-off-too", action="store_true",
                     help="time every forward route without the fix too")
+    ap.add_argument("--sustain-s", type=float, default=0.0,
+                    help="time each variant back to back for this long a round (the card's "
+                         "steady state at its power limit) instead of do_bench")
     args = ap.parse_args()
     t0 = time.time()
-    result = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, timings=[])
+    result = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__,
+                  timing=f"back to back {args.sustain_s} s" if args.sustain_s > 0 else "do_bench",
+                  timings=[])
     plan = [(kind, s, d, causal == "true", heads_kv) for kind in args.kinds
             for s in args.seqlens for d in args.head_dims for causal in args.causal
             for heads_kv in VARIED_HEADS[kind](query_heads(d))]
-    time_within_budget(plan, lambda item: measure(*item, args.rounds, args.fix_off_too), result,
-                       args.out, args.budget_s, t0, ("kind", "shape", "tflops"))
+    time_within_budget(plan, lambda item: measure(*item, args.rounds, args.fix_off_too,
+                                                  args.sustain_s),
+                       result, args.out, args.budget_s, t0, ("kind", "shape", "tflops"))
 
 
 if __name__ == "__main__":

@@ -15,10 +15,11 @@ from benchmarks.timing import interleaved_medians
 
 
 def rates(fns: dict[str, Callable[[], object]], rounds: int, device: torch.device,
-          flops: float) -> dict:
-    """``interleaved_medians`` of ``fns`` as a record's ``ms`` (median per name), ``ms_rounds``
-    and ``tflops`` (``flops`` per call)."""
-    med, ms = interleaved_medians(fns, rounds, device)
+          flops: float, sustain_s: float = 0.0) -> dict:
+    """``interleaved_medians`` of ``fns`` (back to back for ``sustain_s`` seconds a round where
+    it is > 0) as a record's ``ms`` (median per name), ``ms_rounds`` and ``tflops`` (``flops``
+    per call)."""
+    med, ms = interleaved_medians(fns, rounds, device, sustain_s)
     return dict(ms=med, ms_rounds=ms, tflops={n: flops / m / 1e9 for n, m in med.items()})
 
 

@@ -546,6 +546,20 @@ def test_interleaved_medians_warm_each_call_then_time_it_every_round():
     assert calls == {"x": 1 + 2 * 3, "y": 1 + 2 * 3}  # one warm-up, cpu_reps=3 per round
 
 
+def test_interleaved_medians_back_to_back():
+    """With ``sustain_s`` each round runs a call back to back for that long (10 ms calls, 0.1 s:
+    about 10 calls a round) and reports its time per call."""
+    calls = {"x": 0}
+
+    def call():
+        calls["x"] += 1
+        time.sleep(0.01)
+
+    med, rounds = timing.interleaved_medians({"x": call}, 2, torch.device("cpu"), sustain_s=0.1)
+    assert 1 + 2 * 5 <= calls["x"] <= 1 + 2 * 12
+    assert len(rounds["x"]) == 2 and 10 <= med["x"] < 20
+
+
 def _commit_all(root: Path, message: str) -> str:
     git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@example.com"]
     subprocess.run(git + ["add", "-A"], check=True)
