@@ -9,7 +9,7 @@ export PYTHONPATH=$PWD
 for g in 0 1; do
     s=$((g == 0 ? 4096 : 2048))
     CUDA_VISIBLE_DEVICES=$g python3 -m gpu.route_check --kinds fwd --seqlens $s --head-dims 64 \
-        --causal true --rounds 2 --sustain-s 1 --budget-s 75 --out "$OUT/route_check_s$s.json" \
+        --causal true --rounds 2 --sustain-s 1 --budget-s 100 --out "$OUT/route_check_s$s.json" \
         2>&1 | grep -v -E "leaked|nanobind|refleaks" > "$OUT/route_check_s$s.log" &
 done
 wait
