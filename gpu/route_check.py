@@ -4,11 +4,14 @@ with one program per tile and persistent) or the tuned Triton kernel, MHA and GQ
 backward with each group split (docs/kernel_notes.md, session 18); and (``--kinds routes``) the
 backward with each pairing of the Gluon and Triton dQ and dK/dV kernels, MHA and GQA 8:1.
 With ``--fix-off-too`` every forward route also runs without the fix in the same rounds (names
-ending in ``nofix``), which gives each route's cost of the fix.
+ending in ``nofix``), which gives each route's cost of the fix. With ``--whole-step`` each forward
+variant is followed by the shipped backward and each backward variant follows the shipped forward
+(the forward + backward a training step runs), and ``--only REGEX`` keeps the variants whose
+names it matches.
 
 Run: ``PYTHONPATH=$PWD python gpu/route_check.py --out routes.json [--budget-s 300]
 [--kinds fwd bwd routes] [--seqlens 2048 4096] [--head-dims 64 128] [--causal true false]
-[--fix-off-too] [--sustain-s T]``.
+[--fix-off-too] [--sustain-s T] [--whole-step] [--only REGEX]``.
 Timing: ``do_bench`` medians over ``--rounds`` rounds, each starting at another variant of the
 shape (``benchmarks.timing.interleaved_medians``), B 4, H 16 at D128 and 32 at D64 (GQA 8:1 for
 the backward), bf16, after one untimed call each (which compiles and, for the Triton kernel,
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import re
 import time
 
 import torch
@@ -122,11 +126,24 @@ def query_heads(head_dim: int) -> int:
     return 16 if head_dim == 128 else 32
 
 
-def measure(kind, s, d, causal, heads_kv, rounds, fix_off_too=False, sustain_s=0.0):
+def whole_steps(fns, kind, dout, q, k, v, kw, fix):
+    """``fns`` as forward + backward steps: a forward variant (returning ``(out, lse)``) followed
+    by the shipped backward, or (``kind`` ``bwd`` or ``routes``) a backward variant after the
+    shipped forward."""
+    if kind == "fwd":
+        return {name: (lambda f=f: flash_attn_bwd(dout, q, k, v, *f(), **kw))
+                for name, f in fns.items()}
+    return {name: (lambda f=f: (flash_attn_fwd(q, k, v, **kw, **fix), f()))
+            for name, f in fns.items()}
+
+
+def measure(kind, s, d, causal, heads_kv, rounds, fix_off_too=False, sustain_s=0.0,
+            whole_step=False, only=None):
     """One shape's variants of ``kind`` timed; ``heads_kv`` None: MHA forward, GQA 8:1 backward;
     ``fix_off_too``: the forward's routes without the fix as well; ``sustain_s`` > 0: each
     variant run back to back for that long a round (``timing.sustained_ms``) instead of
-    ``do_bench``."""
+    ``do_bench``; ``whole_step``: each variant timed in a forward + backward (``whole_steps``);
+    ``only``: a regular expression the kept variants' names match."""
     batch, hq = 4, query_heads(d)
     hk = heads_kv or (hq if kind == "fwd" else hq // 8)
     q, k, v, dout = draw(batch, s, hq, d, 1), draw(batch, s, hk, d, 2), draw(batch, s, hk, d, 3), \
@@ -143,9 +160,15 @@ def measure(kind, s, d, causal, heads_kv, rounds, fix_off_too=False, sustain_s=0
         fns = (backward_routes(dout, q, k, v, out, lse, kw, causal) if kind == "routes"
                else backward_variants(dout, q, k, v, out, lse, kw))
         flops = 2.5 * 4 * batch * hq * s * s * d
+    if only:
+        fns = {name: f for name, f in fns.items() if re.search(only, name)}
+    if whole_step:
+        fns = whole_steps(fns, kind, dout, q, k, v, kw, fix)
+        flops = 3.5 * 4 * batch * hq * s * s * d
     flops /= 2 if causal else 1
-    return dict(kind=kind, shape=dict(batch=batch, seqlen=s, heads_q=hq, heads_kv=hk,
-                                      head_dim=d, causal=causal),
+    return dict(kind=kind, whole_step=whole_step,
+                shape=dict(batch=batch, seqlen=s, heads_q=hq, heads_kv=hk, head_dim=d,
+                           causal=causal),
                 **rates(fns, rounds, q.device, flops, sustain_s))
 
 
@@ -164,6 +187,9 @@ def main() -> None:
     ap.add_argument("--sustain-s", type=float, default=0.0,
                     help="time each variant back to back for this long a round (the card's "
                          "steady state at its power limit) instead of do_bench")
+    ap.add_argument("--whole-step", action="store_true",
+                    help="time each variant in a forward + backward (whole_steps)")
+    ap.add_argument("--only", help="keep the variants whose names match this regular expression")
     args = ap.parse_args()
     t0 = time.time()
     result = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__,
@@ -173,7 +199,7 @@ def main() -> None:
             for s in args.seqlens for d in args.head_dims for causal in args.causal
             for heads_kv in VARIED_HEADS[kind](query_heads(d))]
     time_within_budget(plan, lambda item: measure(*item, args.rounds, args.fix_off_too,
-                                                  args.sustain_s),
+                                                  args.sustain_s, args.whole_step, args.only),
                        result, args.out, args.budget_s, t0, ("kind", "shape", "tflops"))
 
 
