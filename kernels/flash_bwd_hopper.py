@@ -267,8 +267,11 @@ def faster_routes(triton_version: str) -> dict[tuple[int, bool, bool], int]:
     11%, 4% and 0.6%). Under 3.6 from 4096 rows since the Triton dK/dV reads ``lse`` and
     ``delta`` through descriptors (``flash_bwd.vector_tma_ok``; session 63, two H200s, D64
     causal: at 2048 it leads by 3.5% with MHA and 7.8% with GQA 8:1, at 4096 it is level, -0.6%
-    and +0.3%). Fewer causal query rows keep the Triton dK/dV (below ``TMA_MIN_SEQLEN`` keys
-    they load through pointers, which this kernel does not cover).
+    and +0.3%), and with GQA from 8192 (session 67, two H200s of one host, timed in the forward
+    + backward a training step runs, ``gpu/route_check.py --whole-step``: at S 4096 GQA 8:1 the
+    Triton dK/dV led by 1.4-2.0% in four samples, back to back and with ``do_bench``; MHA level,
+    -1.0% to +0.4%). Fewer causal query rows keep the Triton dK/dV (below ``TMA_MIN_SEQLEN``
+    keys they load through pointers, which this kernel does not cover).
     Causal 64 with GQA returned other bits on some repeated calls until the loader waited for
     the last head's copies before writing its descriptors (v30a, session 30:
     gpu/dkdv_determinism.py, 0 of 390 calls against 7 of 390 before; since session 55 the
@@ -277,7 +280,7 @@ def faster_routes(triton_version: str) -> dict[tuple[int, bool, bool], int]:
     routes = {(d, causal, grouped): 0 for d, causal in ((128, False), (128, True), (64, False))
               for grouped in (False, True)}
     if release_below(triton_version, (3, 9)):
-        routes[64, True, False] = routes[64, True, True] = 4096
+        routes[64, True, False], routes[64, True, True] = 4096, 8192
     else:
         routes[64, True, True] = 2048
     return routes
