@@ -270,8 +270,9 @@ def faster_routes(triton_version: str) -> dict[tuple[int, bool, bool], int]:
     and +0.3%), and with GQA from 8192 (session 67, two H200s of one host, timed in the forward
     + backward a training step runs, ``gpu/route_check.py --whole-step``: at S 4096 GQA 8:1 the
     Triton dK/dV led by 1.4-2.0% in four samples, back to back and with ``do_bench``; MHA level,
-    -1.0% to +0.4%). Fewer causal query rows keep the Triton dK/dV (below ``TMA_MIN_SEQLEN``
-    keys they load through pointers, which this kernel does not cover).
+    -1.0% to +0.4%; other GQA ratios not measured). Fewer causal query rows keep the Triton dK/dV
+    (below ``TMA_MIN_SEQLEN`` keys they load through pointers, which this kernel does not
+    cover).
     Causal 64 with GQA returned other bits on some repeated calls until the loader waited for
     the last head's copies before writing its descriptors (v30a, session 30:
     gpu/dkdv_determinism.py, 0 of 390 calls against 7 of 390 before; since session 55 the
