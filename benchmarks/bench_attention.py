@@ -342,10 +342,11 @@ def time_in_rounds(entries: list[Entry], shape: Shape, device, args,
         laps = timing.rotated_rounds([functools.partial(timer, i) for i in range(len(ready))],
                                      rounds)
         for e, ms, entry_spans in zip(ready, laps, spans):
-            e.record[f"ms{suffix}"] = statistics.median(ms)
+            median_of_rounds = statistics.median(ms)
+            e.record[f"ms{suffix}"] = median_of_rounds
             e.record[f"ms{suffix}_rounds"] = ms
             e.record[f"tflops{suffix}"] = (attention_flops(shape, e.record["mode"])
-                                           / (statistics.median(ms) * 1e-3) / 1e12)
+                                           / (median_of_rounds * 1e-3) / 1e12)
             prefix = suffix.lstrip("_") + "_" if suffix else ""
             e.record.update({prefix + k: v for k, v in (clocks.window(entry_spans) or {}).items()})
 
