@@ -15,6 +15,12 @@ two variants can be compared in one session. Configs that do not fit (shared mem
 are recorded with their error.
 
 ``--grid table`` times only the package's own table entries (a quick variant comparison).
+``--whole-step`` times each config in the forward + backward a training step runs (a forward
+config followed by the default backward, a dQ or dK/dV config after the default forward), and
+``--sustain-s T`` back to back for ``T`` seconds instead of ``do_bench``
+(``benchmarks.timing.sustained_ms``), where the card stays at its power limit as in training
+(docs/kernel_notes.md, sessions 66-67: short windows can favour a config that spends more
+energy per unit of work).
 ``--check`` also scores each config's result against a float64 oracle on the timed inputs:
 ``err`` is the largest error of what the part computes (the forward's output; dQ; dK and dV),
 ``plain_err`` that of the same math in plain PyTorch in bf16, ``flash_rule`` whether
@@ -43,6 +49,7 @@ os.environ["HF_STABLE_ATTN_TMA"] = "1"  # TMA candidates run as TMA (whatever th
 import torch  # noqa: E402
 
 from benchmarks.bench_attention import Shape, attention_flops  # noqa: E402
+from benchmarks.timing import sustained_ms  # noqa: E402
 from hf_stable_attn.kernels._common import TMA_MIN_SEQLEN, tile_config  # noqa: E402
 from hf_stable_attn.shift_rule import shift_params  # noqa: E402
 from hf_stable_attn.testing import (  # noqa: E402
@@ -155,11 +162,30 @@ class Runner:
         """The package's own table entries for ``part`` at ``head_dim``."""
         return list(self.tables(part)[self.block_d(head_dim)])
 
+    @staticmethod
+    def keywords(part: str, shape: Shape, dtype: torch.dtype) -> tuple[dict, dict]:
+        """The launchers' masking keywords and the fix's (off for ``fwd_nofix``)."""
+        kw = launch_kwargs(shape.seqlen, shape.seqlen, shape.head_dim, causal=shape.causal)
+        return kw, fix_kwargs(shift_params(dtype, stabilize=part != "fwd_nofix", beta=4.0))
+
+    def whole_step(self, part: str, run, shape: Shape, tensors):
+        """``run`` (``call``'s pass) inside a forward + backward: a forward followed by the
+        default backward on its output, or a backward after the default forward. Returns the
+        backward's ``(dq, dk, dv)``."""
+        q, k, v, dout = tensors
+        kw, fix = self.keywords(part, shape, q.dtype)
+        if part.startswith("fwd"):
+            return lambda: self.bwd_mod.flash_attn_bwd(dout, q, k, v, *run(), **kw)
+
+        def step():
+            self.fwd_mod.flash_attn_fwd(q, k, v, **kw, **fix)
+            return run()
+        return step
+
     def call(self, part: str, cfg, shape: Shape, tensors):
         q, k, v, dout = tensors
         bd = self.block_d(shape.head_dim)
-        kw = launch_kwargs(shape.seqlen, shape.seqlen, shape.head_dim, causal=shape.causal)
-        fix = fix_kwargs(shift_params(q.dtype, stabilize=part != "fwd_nofix", beta=4.0))
+        kw, fix = self.keywords(part, shape, q.dtype)
         table = self.tables(part)
         if part.startswith("fwd"):
             def run():
@@ -180,6 +206,14 @@ class Runner:
 
         run.restore = restore
         return run
+
+
+def timed_mode(part: str, whole_step: bool) -> str:
+    """``attention_flops``' mode of what a config's timing covers: the forward, or the whole
+    backward (the dQ and dK/dV configs), or both with ``whole_step``."""
+    if whole_step:
+        return "fwd_bwd"
+    return "fwd" if part.startswith("fwd") else "bwd"
 
 
 def _compile_worker(package: str, jobs: list) -> list[str | None]:
@@ -231,6 +265,10 @@ def main(argv=None) -> None:
     ap.add_argument("--hidden", type=int, default=2048)
     ap.add_argument("--jobs", type=int, default=min(16, os.cpu_count() or 1))
     ap.add_argument("--time-budget-s", type=float, default=480.0)
+    ap.add_argument("--whole-step", action="store_true",
+                    help="time each config in a forward + backward (Runner.whole_step)")
+    ap.add_argument("--sustain-s", type=float, default=0.0,
+                    help="time each config back to back for this long instead of do_bench")
     ap.add_argument("--check", action="store_true",
                     help="score each config against a float64 oracle (err, plain_err, "
                          "flash_rule)")
@@ -259,7 +297,8 @@ def main(argv=None) -> None:
     report = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
               "triton": importlib.import_module("triton").__version__, "kernels": args.kernels,
               "ptxas": ptxas_version(),
-              "date": time.strftime("%Y-%m-%d %H:%M"), "compile_s": compile_s, "records": records}
+              "date": time.strftime("%Y-%m-%d %H:%M"), "compile_s": compile_s,
+              "whole_step": args.whole_step, "sustain_s": args.sustain_s, "records": records}
     from triton.testing import do_bench
     tensors, oracles = {}, {}
     for part, cfg, shape in work:
@@ -277,15 +316,21 @@ def main(argv=None) -> None:
                             for dtype in (torch.float64, torch.bfloat16)} if args.check else {})
             try:
                 fn = runner.call(part, cfg, shape, tensors[shape])
+                timed = (runner.whole_step(part, fn, shape, tensors[shape]) if args.whole_step
+                         else fn)
                 try:
-                    rec["ms"] = do_bench(fn, warmup=10, rep=40, return_mode="median")
+                    if args.sustain_s > 0:
+                        timed()  # loads the compiled config before the clock starts
+                        rec["ms"] = sustained_ms(timed, tensors[shape][0].device, args.sustain_s)
+                    else:
+                        rec["ms"] = do_bench(timed, warmup=10, rep=40, return_mode="median")
                     if args.check:
                         rec.update(config_errors(part, fn(), oracles[torch.float64],
                                                  oracles[torch.bfloat16]))
                 finally:
                     fn.restore()
-                mode = "fwd" if part.startswith("fwd") else "bwd"  # dkdv/dq time a whole backward
-                rec["tflops"] = attention_flops(shape, mode) / rec["ms"] * 1e-9
+                rec["tflops"] = attention_flops(shape, timed_mode(part, args.whole_step)) \
+                    / rec["ms"] * 1e-9
             except Exception as exc:  # noqa: BLE001
                 rec["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
         records.append(rec)

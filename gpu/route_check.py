@@ -7,11 +7,12 @@ With ``--fix-off-too`` every forward route also runs without the fix in the same
 ending in ``nofix``), which gives each route's cost of the fix. With ``--whole-step`` each forward
 variant is followed by the shipped backward and each backward variant follows the shipped forward
 (the forward + backward a training step runs), and ``--only REGEX`` keeps the variants whose
-names it matches.
+names it matches. ``--heads-per-kv`` sets the query heads per KV head of every kind's shapes
+(by default MHA and GQA 8:1 for the forward and the pairings, 8:1 for the group splits).
 
 Run: ``PYTHONPATH=$PWD python gpu/route_check.py --out routes.json [--budget-s 300]
 [--kinds fwd bwd routes] [--seqlens 2048 4096] [--head-dims 64 128] [--causal true false]
-[--fix-off-too] [--sustain-s T] [--whole-step] [--only REGEX]``.
+[--fix-off-too] [--sustain-s T] [--whole-step] [--only REGEX] [--heads-per-kv 1 4 8]``.
 Timing: ``do_bench`` medians over ``--rounds`` rounds, each starting at another variant of the
 shape (``benchmarks.timing.interleaved_medians``), B 4, H 16 at D128 and 32 at D64 (GQA 8:1 for
 the backward), bf16, after one untimed call each (which compiles and, for the Triton kernel,
@@ -121,6 +122,14 @@ VARIED_HEADS = {"fwd": lambda hq: (None, hq // 8), "bwd": lambda hq: (None,),
                 "routes": lambda hq: (None, hq)}
 
 
+def kv_heads(kind: str, heads_q: int, heads_per_kv=None) -> tuple:
+    """``measure``'s KV head counts for ``kind``: ``heads_q // n`` for each ``n`` of
+    ``heads_per_kv``, else ``VARIED_HEADS``'."""
+    if heads_per_kv:
+        return tuple(heads_q // n for n in heads_per_kv)
+    return VARIED_HEADS[kind](heads_q)
+
+
 def query_heads(head_dim: int) -> int:
     """Query heads of the checked shapes: 16 at D128, 32 at D64 (model width 2048)."""
     return 16 if head_dim == 128 else 32
@@ -190,6 +199,8 @@ def main() -> None:
     ap.add_argument("--whole-step", action="store_true",
                     help="time each variant in a forward + backward (whole_steps)")
     ap.add_argument("--only", help="keep the variants whose names match this regular expression")
+    ap.add_argument("--heads-per-kv", nargs="+", type=int,
+                    help="query heads per KV head of the shapes (default: VARIED_HEADS)")
     args = ap.parse_args()
     t0 = time.time()
     result = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__,
@@ -197,7 +208,7 @@ def main() -> None:
                   timings=[])
     plan = [(kind, s, d, causal == "true", heads_kv) for kind in args.kinds
             for s in args.seqlens for d in args.head_dims for causal in args.causal
-            for heads_kv in VARIED_HEADS[kind](query_heads(d))]
+            for heads_kv in kv_heads(kind, query_heads(d), args.heads_per_kv)]
     time_within_budget(plan, lambda item: measure(*item, args.rounds, args.fix_off_too,
                                                   args.sustain_s, args.whole_step, args.only),
                        result, args.out, args.budget_s, t0, ("kind", "shape", "tflops"))

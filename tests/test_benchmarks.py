@@ -617,3 +617,37 @@ def test_sinks_benchmark_cpu_smoke(tmp_path):
     for r in saved["records"]:
         assert "error" not in r and r["ms"] > 0 and r["tflops"] > 0
         assert r["rel_err"] < 0.01, r
+
+
+def test_tune_kernel_whole_step_wraps_each_part_in_a_forward_and_backward():
+    """``--whole-step``: a forward config runs before the default backward, which gets its
+    ``(out, lse)``; a dQ or dK/dV config runs after the default forward; the FLOPs counted are
+    then the forward + backward's (stand-in launchers record the calls)."""
+    from types import SimpleNamespace
+
+    from benchmarks import tune_kernel
+
+    calls = []
+    runner = object.__new__(tune_kernel.Runner)
+    runner.fwd_mod = SimpleNamespace(
+        flash_attn_fwd=lambda q, k, v, **kw: calls.append(("fwd", kw["stabilize"])) or ("O", "L"))
+    runner.bwd_mod = SimpleNamespace(
+        flash_attn_bwd=lambda dout, q, k, v, out, lse, **kw: calls.append(("bwd", out, lse))
+        or ("dq", "dk", "dv"))
+    shape = tune_kernel.default_shapes(16384, 2048, seqlen=2048, cases=[(64, True, 1)])[0]
+    tensors = tuple(torch.zeros(1, dtype=torch.bfloat16) for _ in range(4))
+
+    def part_alone():
+        calls.append(("config",))
+        return ("O*", "L*")
+
+    step = runner.whole_step("fwd_nofix", part_alone, shape, tensors)
+    assert step() == ("dq", "dk", "dv")
+    assert calls == [("config",), ("bwd", "O*", "L*")]
+    calls.clear()
+    step = runner.whole_step("dkdv", part_alone, shape, tensors)
+    step()
+    assert calls == [("fwd", True), ("config",)]
+    assert [tune_kernel.timed_mode(p, w) for p, w in
+            [("fwd", False), ("dq", False), ("dkdv", True), ("fwd_nofix", True)]] == [
+        "fwd", "bwd", "fwd_bwd", "fwd_bwd"]
