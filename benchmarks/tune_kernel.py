@@ -28,6 +28,10 @@ energy per unit of work).
 candidate config (one not in the tables, which ``tests/gpu/test_table_configs.py`` checks) is
 checked on the shapes it is timed on.
 
+On Hopper, calls that the routes send to a Gluon kernel (``flash_fwd_hopper.covers``,
+``flash_bwd_hopper.routes``) run that kernel whatever the config: set ``HF_STABLE_ATTN_GLUON=0``
+to time the Triton tables at those shapes.
+
 Run: ``PYTHONPATH=$PWD python -m benchmarks.tune_kernel --out tune.json [--kernels PKG]``.
 """
 
