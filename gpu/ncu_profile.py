@@ -1,0 +1,69 @@
+"""One attention implementation's forward + backward on one shape, for Nsight Compute.
+
+``gpu/ncu_profile.sh`` runs this once per implementation under ``ncu`` (after a warm process
+has tuned and compiled our kernels, so the profiled process launches only the picks), to read
+the hardware counters of each attention kernel: issue slots, pipes, warp stalls, occupancy.
+Shapes as ``benchmarks/tune_kernel.py``'s (bf16, 16k tokens, hidden 2048).
+
+Run: ``PYTHONPATH=$PWD python3 -m gpu.ncu_profile --impl stable_flash --case 64:1:1
+--seqlen 2048 --steps 1`` (GPU only).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+import hf_stable_attn
+from benchmarks.tune_kernel import default_shapes, make_inputs, parse_case
+
+IMPLS = ("stable_flash", "stable_flash_nofix", "sdpa_cudnn", "sdpa_flash")
+SDPA_BACKENDS = {"sdpa_cudnn": SDPBackend.CUDNN_ATTENTION, "sdpa_flash": SDPBackend.FLASH_ATTENTION}
+
+
+def step_fn(impl: str, shape, q, k, v, dout):
+    """A closure running ``impl``'s forward + backward on ``q, k, v`` (B, S, H, D)."""
+    if impl in ("stable_flash", "stable_flash_nofix"):
+        def step():
+            out = hf_stable_attn.flash_attn_func(q, k, v, causal=shape.causal, backend="triton",
+                                                 stabilize=impl == "stable_flash")
+            out.backward(dout)
+        return step
+    qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
+    if shape.heads_q != shape.heads_kv:  # FA2 in SDPA takes no GQA: repeat as Transformers does
+        group = shape.heads_q // shape.heads_kv
+        kt, vt = (t.repeat_interleave(group, dim=1) for t in (kt, vt))
+
+    def step():
+        with sdpa_kernel([SDPA_BACKENDS[impl]]):
+            out = F.scaled_dot_product_attention(qt, kt, vt, is_causal=shape.causal)
+        out.backward(dout.transpose(1, 2))
+    return step
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--impl", choices=(*IMPLS, "all"), default="all")
+    ap.add_argument("--case", default="64:1:1", help="D:causal:group")
+    ap.add_argument("--seqlen", type=int, default=2048)
+    ap.add_argument("--steps", type=int, default=1)
+    args = ap.parse_args()
+    (shape,) = default_shapes(16384, 2048, seqlen=args.seqlen, cases=[parse_case(args.case)])
+    q, k, v, dout = make_inputs(shape)
+    for t in (q, k, v):
+        t.requires_grad_()
+    for impl in IMPLS if args.impl == "all" else (args.impl,):
+        step = step_fn(impl, shape, q, k, v, dout)
+        for _ in range(args.steps):
+            for t in (q, k, v):
+                t.grad = None
+            step()
+        torch.cuda.synchronize()
+        print(impl, shape, "ran", args.steps, "steps", flush=True)
+
+
+if __name__ == "__main__":
+    main()
