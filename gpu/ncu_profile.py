@@ -6,18 +6,21 @@ the hardware counters of each attention kernel: issue slots, pipes, warp stalls,
 Shapes as ``benchmarks/tune_kernel.py``'s (bf16, 16k tokens, hidden 2048).
 
 Run: ``PYTHONPATH=$PWD python3 -m gpu.ncu_profile --impl stable_flash --case 64:1:1
---seqlen 2048 --steps 1`` (GPU only).
+--seqlen 2048 --steps 1`` (GPU only). ``--config fwd=64,64,4,2,True`` makes that tile config
+the only entry of a Triton kernel's table at the case's head dim (``kernels.LAUNCHES``).
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import hf_stable_attn
+from hf_stable_attn.kernels import LAUNCHES
 from benchmarks.tune_kernel import default_shapes, make_inputs, parse_case
 
 IMPLS = ("stable_flash", "stable_flash_nofix", "sdpa_cudnn", "sdpa_flash")
@@ -50,8 +53,12 @@ def main() -> None:
     ap.add_argument("--case", default="64:1:1", help="D:causal:group")
     ap.add_argument("--seqlen", type=int, default=2048)
     ap.add_argument("--steps", type=int, default=1)
+    ap.add_argument("--config", action="append", default=[], help="PART=BLOCK_M,BLOCK_N,...")
     args = ap.parse_args()
     (shape,) = default_shapes(16384, 2048, seqlen=args.seqlen, cases=[parse_case(args.case)])
+    for item in args.config:
+        part, fields = item.split("=")
+        LAUNCHES[part].table[shape.head_dim] = [tuple(map(ast.literal_eval, fields.split(",")))]
     q, k, v, dout = make_inputs(shape)
     for t in (q, k, v):
         t.requires_grad_()
@@ -62,7 +69,9 @@ def main() -> None:
                 t.grad = None
             step()
         torch.cuda.synchronize()
-        print(impl, shape, "ran", args.steps, "steps", flush=True)
+        tiles = {part: launch.last for part, launch in LAUNCHES.items()
+                 if impl.startswith("stable_flash") and launch.last is not None}
+        print(impl, shape, "ran", args.steps, "steps; Triton tiles", tiles, flush=True)
 
 
 if __name__ == "__main__":
