@@ -4,7 +4,7 @@
 # tunes and compiles our kernels (the picks go to Triton's cache), so each profiled process
 # launches only the picks. Clocks are left alone (--clock-control none, METHOD.md).
 #   run(command="OUT=$OUT bash gpu/ncu_profile.sh")
-# Writes $OUT/ncu/<case>_<impl>.{ncu-rep,raw.csv,details.txt} and, for our Triton kernels with
+# Writes $OUT/ncu/<case>_<impl>.{ncu-rep,raw.csv,details.txt} and, for our kernels with
 # the fix, the per-instruction stall samples (<case>_stable_flash.sass.csv); tars them as
 # $OUT/ncu.tar.xz with a summary ($OUT/ncu_summary.txt) beside it.
 set -u
@@ -32,7 +32,7 @@ while read -r case seqlen impls name extra; do
         "$NCU" --import "$rep.ncu-rep" --page details > "$rep.details.txt" 2>&1
         if [ "$impl" = stable_flash ]; then
             "$NCU" --import "$rep.ncu-rep" --page source --csv --print-source sass \
-                --kernel-name 'regex:^_(fwd|dq|dkdv)_kernel$' > "$rep.sass.csv" 2>&1
+                --kernel-name 'regex:^_(fwd|dq|dkdv)(_ws)?_kernel$' > "$rep.sass.csv" 2>&1
         fi
         echo "$tag $impl: $(( $(date +%s) - start )) s, $(wc -l < "$rep.details.txt") detail lines"
     done
