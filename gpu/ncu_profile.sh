@@ -6,7 +6,7 @@
 #   run(command="OUT=$OUT bash gpu/ncu_profile.sh")
 # Writes $OUT/ncu/<case>_<impl>.{ncu-rep,raw.csv,details.txt} and, for our kernels with
 # the fix, the per-instruction stall samples (<case>_stable_flash.sass.csv); tars them as
-# $OUT/ncu.tar.xz with a summary ($OUT/ncu_summary.txt) beside it.
+# $OUT/ncu.tar.xz with gpu/ncu_reduce.py's summary beside it ($OUT/ncu_summary.{json,txt}).
 set -u
 export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD"
 NCU="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -n 1)"
@@ -37,29 +37,6 @@ while read -r case seqlen impls name extra; do
         echo "$tag $impl: $(( $(date +%s) - start )) s, $(wc -l < "$rep.details.txt") detail lines"
     done
 done <<< "$CASES"
-python3 - "$dir" > "$OUT/ncu_summary.txt" <<'EOF'
-import csv, glob, sys
-KEYS = ["gpu__time_duration.sum", "launch__grid_size", "launch__block_size",
-        "launch__registers_per_thread", "sm__warps_active.avg.pct_of_peak_sustained_active",
-        "smsp__issue_active.avg.pct_of_peak_sustained_active",
-        "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active",
-        "sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active",
-        "smsp__inst_executed.sum", "sm__cycles_elapsed.avg.per_second"]
-for path in sorted(glob.glob(sys.argv[1] + "/*.raw.csv")):
-    rows = list(csv.reader(open(path)))
-    head = [i for i, r in enumerate(rows) if r and r[0] == "ID"]
-    if not head:
-        print(path, "no table"); continue
-    names, body = rows[head[0]], rows[head[0] + 2:]
-    col = {n: i for i, n in enumerate(names)}
-    stalls = [n for n in names if n.startswith("smsp__average_warps_issue_stalled_")
-              and n.endswith("_per_issue_active.ratio")]
-    for r in body:
-        print(path.rsplit("/", 1)[1], r[col["Kernel Name"]][:70])
-        for k in KEYS:
-            print("   ", k, r[col[k]] if k in col else "-")
-        top = sorted(((float(r[col[n]] or 0), n) for n in stalls), reverse=True)[:8]
-        print("    stalls/issue:", ", ".join(f"{n[34:-23]} {v:.2f}" for v, n in top))
-EOF
+python3 -m gpu.ncu_reduce "$dir" "$OUT/ncu_summary.json" > "$OUT/ncu_summary.txt"
 cat "$OUT/ncu_summary.txt"
 tar -C "$OUT" -cJf "$OUT/ncu.tar.xz" ncu && rm -rf "$dir"
