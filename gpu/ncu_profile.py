@@ -36,7 +36,7 @@ def step_fn(impl: str, shape, q, k, v, dout):
             out.backward(dout)
         return step
     qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
-    if shape.heads_q != shape.heads_kv:  # FA2 in SDPA takes no GQA: repeat as Transformers does
+    if shape.heads_q != shape.heads_kv:  # K/V repeated per query head, for both SDPA backends
         group = shape.heads_q // shape.heads_kv
         kt, vt = (t.repeat_interleave(group, dim=1) for t in (kt, vt))
 
