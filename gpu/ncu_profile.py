@@ -7,7 +7,9 @@ Shapes as ``benchmarks/tune_kernel.py``'s (bf16, 16k tokens, hidden 2048).
 
 Run: ``PYTHONPATH=$PWD python3 -m gpu.ncu_profile --impl stable_flash --case 64:1:1
 --seqlen 2048 --steps 1`` (GPU only). ``--config fwd=64,64,4,2,True`` makes that tile config
-the only entry of a Triton kernel's table at the case's head dim (``kernels.LAUNCHES``).
+the only entry of a Triton kernel's table at the case's head dim (``kernels.LAUNCHES``);
+``--gluon-fwd-from ROWS`` routes the forward at that head dim to the Gluon kernel from ROWS query
+rows, causal or not (``flash_fwd_hopper.FASTER``).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import hf_stable_attn
-from hf_stable_attn.kernels import LAUNCHES
+from hf_stable_attn.kernels import LAUNCHES, flash_fwd_hopper
 from benchmarks.tune_kernel import default_shapes, make_inputs, parse_case
 
 IMPLS = ("stable_flash", "stable_flash_nofix", "sdpa_cudnn", "sdpa_flash")
@@ -54,11 +56,15 @@ def main() -> None:
     ap.add_argument("--seqlen", type=int, default=2048)
     ap.add_argument("--steps", type=int, default=1)
     ap.add_argument("--config", action="append", default=[], help="PART=BLOCK_M,BLOCK_N,...")
+    ap.add_argument("--gluon-fwd-from", type=int, help="query rows")
     args = ap.parse_args()
     (shape,) = default_shapes(16384, 2048, seqlen=args.seqlen, cases=[parse_case(args.case)])
     for item in args.config:
         part, fields = item.split("=")
         LAUNCHES[part].table[shape.head_dim] = [tuple(map(ast.literal_eval, fields.split(",")))]
+    if args.gluon_fwd_from is not None:
+        for key in [key for key in flash_fwd_hopper.FASTER if key[0] == shape.head_dim]:
+            flash_fwd_hopper.FASTER[key] = (args.gluon_fwd_from, args.gluon_fwd_from)
     q, k, v, dout = make_inputs(shape)
     for t in (q, k, v):
         t.requires_grad_()
