@@ -4,7 +4,7 @@ Per kernel of each ``<tag>_<impl>.raw.csv``: its GPU time, launch shape, instruc
 pipe utilisation and warp stall reasons per issued instruction; and where the matching
 ``.sass.csv`` (ncu's source page) has the kernel, its instruction mix and the share of the warp
 stall samples by opcode, with its ``HGMMA`` and ``WARPGROUP.DEPBAR`` counts (one wait per
-``HGMMA`` is ptxas serializing the wgmma pipeline).
+``HGMMA`` is ptxas serializing the wgmma pipeline) and its code's length.
 
 Run: ``python3 -m gpu.ncu_reduce DIR OUT.json`` (no GPU needed).
 """
@@ -78,7 +78,8 @@ def opcode(source: str) -> str:
 def sass_kernels(path: Path) -> dict[str, dict]:
     """Kernel name -> instruction mix of a ``--page source --csv --print-source sass`` export:
     ``mix`` (opcode -> [share of instructions executed, share of stall samples], the 16 most
-    executed), ``stall_samples`` (reason -> share of samples), ``hgmma`` and ``depbar``."""
+    executed), ``stall_samples`` (reason -> share of samples), ``hgmma`` and ``depbar``, and
+    ``code_instructions`` (the kernel's SASS length, 16 bytes an instruction)."""
     blocks, current = {}, None
     for row in csv.reader(path.open()):
         if row and row[0] == "Kernel Name":
@@ -107,7 +108,7 @@ def sass_kernels(path: Path) -> dict[str, dict]:
             "mix": {op: [round(n / total_exec, 4), round(sampled[op] / total_samples, 4)]
                     for op, n in executed.most_common(16)},
             "stall_samples": {r: round(n / total_samples, 4) for r, n in reasons.most_common(10)},
-            "hgmma": hgmma, "depbar": depbar,
+            "hgmma": hgmma, "depbar": depbar, "code_instructions": len(body),
         }
     return out
 

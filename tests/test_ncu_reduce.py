@@ -51,7 +51,7 @@ def test_kernels_with_times_in_microseconds_stalls_and_the_instruction_mix(tmp_p
     assert list(dq["stalls"]) == ["barrier", "wait"]
     assert fwd["mix"]["FMNMX"] == [0.8, 0.4]  # 80 of 100 executed, 20 of 50 samples
     assert fwd["stall_samples"] == {"wait": 0.4}
-    assert (fwd["hgmma"], fwd["depbar"]) == (1, 1)
+    assert (fwd["hgmma"], fwd["depbar"], fwd["code_instructions"]) == (1, 1, 4)
     assert "mix" not in dq  # the source page had only the forward
 
 
