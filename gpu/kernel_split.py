@@ -1,6 +1,7 @@
 """Where a training step's attention time goes: GPU time per kernel of our forward + backward
 (forward, dQ with delta, dK/dV), with the fix on and off, next to cuDNN SDPA's kernels on the same
-inputs, from the CUDA profiler (no host time). Shapes as ``benchmarks/tune_kernel.py``'s defaults
+inputs (each run as the sweeps run it, ``gpu.ncu_profile.step_fn``), from the CUDA profiler (no
+host time). Shapes as ``benchmarks/tune_kernel.py``'s defaults
 (bf16, seqlen 4096, 16k tokens, hidden 2048). Our kernels run their tables' first entries
 (``HF_STABLE_ATTN_AUTOTUNE=0``), which the tuning runs ranked first or within 2% of first here.
 
@@ -18,12 +19,10 @@ from dataclasses import asdict
 os.environ.setdefault("HF_STABLE_ATTN_AUTOTUNE", "0")
 
 import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
-import hf_stable_attn  # noqa: E402
 from benchmarks.bench_attention import Shape  # noqa: E402
 from benchmarks.tune_kernel import default_shapes, make_inputs  # noqa: E402
+from gpu.ncu_profile import step_fn  # noqa: E402
 from gpu.profile_e2e import cuda_ms_by_name  # noqa: E402
 
 STEPS = 10
@@ -64,22 +63,8 @@ def main(out_path: str, seqlen: int = 4096, cases: list[str] | None = None) -> N
         q, k, v, dout = make_inputs(shape)
         for t in (q, k, v):
             t.requires_grad_()
-        steps = {}
-        for stabilize in (True, False):
-            def ours(stabilize=stabilize):
-                out = hf_stable_attn.flash_attn_func(q, k, v, causal=shape.causal,
-                                                     backend="triton", stabilize=stabilize)
-                out.backward(dout)
-            steps["stable_flash" if stabilize else "stable_flash_nofix"] = ours
-
-        def cudnn():
-            with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
-                out = F.scaled_dot_product_attention(
-                    q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                    is_causal=shape.causal, enable_gqa=shape.heads_q != shape.heads_kv)
-            out.backward(dout.transpose(1, 2))
-        steps["sdpa_cudnn"] = cudnn
-
+        steps = {impl: step_fn(impl, shape, q, k, v, dout)
+                 for impl in ("stable_flash", "stable_flash_nofix", "sdpa_cudnn")}
         for impl, step in steps.items():
             try:
                 kernels = kernel_ms(step, (q, k, v))

@@ -18,34 +18,22 @@ import argparse
 import ast
 
 import torch
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
-import hf_stable_attn
 from hf_stable_attn.kernels import LAUNCHES, flash_fwd_hopper
+from benchmarks.bench_attention import candidates
 from benchmarks.tune_kernel import default_shapes, make_inputs, parse_case
 
 IMPLS = ("stable_flash", "stable_flash_nofix", "sdpa_cudnn", "sdpa_flash")
-SDPA_BACKENDS = {"sdpa_cudnn": SDPBackend.CUDNN_ATTENTION, "sdpa_flash": SDPBackend.FLASH_ATTENTION}
 
 
 def step_fn(impl: str, shape, q, k, v, dout):
-    """A closure running ``impl``'s forward + backward on ``q, k, v`` (B, S, H, D)."""
-    if impl in ("stable_flash", "stable_flash_nofix"):
-        def step():
-            out = hf_stable_attn.flash_attn_func(q, k, v, causal=shape.causal, backend="triton",
-                                                 stabilize=impl == "stable_flash")
-            out.backward(dout)
-        return step
-    qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
-    if shape.heads_q != shape.heads_kv:  # K/V repeated per query head, for both SDPA backends
-        group = shape.heads_q // shape.heads_kv
-        kt, vt = (t.repeat_interleave(group, dim=1) for t in (kt, vt))
+    """A closure running ``impl``'s forward + backward on ``q, k, v`` (B, S, H, D) the way the
+    sweeps run it: ``benchmarks.bench_attention.candidates``' first way (SDPA at GQA through
+    ``enable_gqa``, which both backends took in session 68's sweeps)."""
+    _, attend = next(candidates(impl, shape, q.device))
 
     def step():
-        with sdpa_kernel([SDPA_BACKENDS[impl]]):
-            out = F.scaled_dot_product_attention(qt, kt, vt, is_causal=shape.causal)
-        out.backward(dout.transpose(1, 2))
+        attend(q, k, v).backward(dout)
     return step
 
 
