@@ -1,6 +1,7 @@
 """Does Triton's automatic warp specialization (``tl.range(..., warp_specialize=True)``) give
 correct attention on this GPU? A minimal flash-attention forward (TMA descriptors for Q, K, V;
-no mask, no fix), with and without it, against ``scaled_dot_product_attention``.
+no mask, no fix), with and without it, against ``scaled_dot_product_attention``, and each
+config's median time (``triton.testing.do_bench``).
 
 On an H200 with triton 3.6 the warp-specialized kernel returned NaN in every config while the
 same kernel without it matched SDPA (docs/results/gpu_tests_v8/warp_specialize_check.log;
@@ -17,6 +18,7 @@ import json
 import torch
 import triton
 import triton.language as tl
+import triton.testing
 
 from hf_stable_attn.kernels._common import tma_ready
 
@@ -66,10 +68,13 @@ def main() -> None:
             out = torch.empty_like(q)
             record = dict(triton=triton.__version__, cfg=(bm, bn, warps, stages), ws=ws)
             try:
-                _attention[(n // bm, bh)](q, k, v, out, n, d ** -0.5 * LOG2E, BM=bm, BN=bn, D=d,
-                                          WS=ws, num_warps=warps, num_stages=stages)
+                def run(out=out, bm=bm, bn=bn, warps=warps, stages=stages, ws=ws):
+                    _attention[(n // bm, bh)](q, k, v, out, n, d ** -0.5 * LOG2E, BM=bm, BN=bn,
+                                              D=d, WS=ws, num_warps=warps, num_stages=stages)
+                run()
                 torch.cuda.synchronize()
                 record["max_abs_error"] = (out.float() - expected).abs().max().item()
+                record["ms"] = triton.testing.do_bench(run, return_mode="median")
             except Exception as exc:  # noqa: BLE001  (a config the compiler refuses is a result)
                 record["error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
             print(json.dumps(record), flush=True)
