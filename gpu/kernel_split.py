@@ -25,7 +25,7 @@ if "--first-entries" in sys.argv:  # read when the package is imported
 
 import torch  # noqa: E402
 
-# Before benchmarks.tune_kernel, which turns the tuner off for the package it imports after it.
+# Before benchmarks.tune_kernel, which sets HF_STABLE_ATTN_AUTOTUNE=0 for a package imported later.
 from hf_stable_attn.kernels import LAUNCHES  # noqa: E402
 from hf_stable_attn.kernels._common import AUTOTUNE  # noqa: E402
 from benchmarks.bench_attention import Shape  # noqa: E402

@@ -19,7 +19,7 @@ import ast
 
 import torch
 
-# Before benchmarks.tune_kernel, which turns the tuner off for the package it imports after it.
+# Before benchmarks.tune_kernel, which sets HF_STABLE_ATTN_AUTOTUNE=0 for a package imported later.
 from hf_stable_attn.kernels import LAUNCHES, flash_fwd_hopper
 from benchmarks.bench_attention import candidates
 from benchmarks.tune_kernel import default_shapes, make_inputs, parse_case
