@@ -3,35 +3,28 @@
 inputs (each run as the sweeps run it, ``gpu.ncu_profile.step_fn``), from the CUDA profiler (no
 host time). Shapes as ``benchmarks/tune_kernel.py``'s defaults
 (bf16, seqlen 4096, 16k tokens, hidden 2048). Our kernels run the tuner's picks, which each
-record names (``tiles``), or with ``--first-entries`` their tables' first entries
-(``HF_STABLE_ATTN_AUTOTUNE=0``: no tuning; at D64 causal S 2048 the forward's first entry took
-0.495 ms against the pick's 0.445, session 70).
+record names (``tiles``), or with ``HF_STABLE_ATTN_AUTOTUNE=0`` their tables' first entries
+(no tuning; at D64 causal S 2048 the forward's first entry took 0.495 ms against the pick's
+0.445, session 70).
 
 Run: ``PYTHONPATH=$PWD python gpu/kernel_split.py OUT.json [--seqlen S --cases D:causal:group
-...] [--first-entries]`` (GPU only; ``--cases 64:0:1 64:0:8``: head dim 64, no causal mask, MHA
-and GQA 8:1).
+...]`` (GPU only; ``--cases 64:0:1 64:0:8``: head dim 64, no causal mask, MHA and GQA 8:1).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 from dataclasses import asdict
 
-if "--first-entries" in sys.argv:  # read when the package is imported
-    os.environ.setdefault("HF_STABLE_ATTN_AUTOTUNE", "0")
-
-import torch  # noqa: E402
+import torch
 
 # Before benchmarks.tune_kernel, which sets HF_STABLE_ATTN_AUTOTUNE=0 for a package imported later.
-from hf_stable_attn.kernels import LAUNCHES  # noqa: E402
-from hf_stable_attn.kernels._common import AUTOTUNE  # noqa: E402
-from benchmarks.bench_attention import Shape  # noqa: E402
-from benchmarks.tune_kernel import default_shapes, make_inputs  # noqa: E402
-from gpu.ncu_profile import step_fn  # noqa: E402
-from gpu.profile_e2e import cuda_ms_by_name  # noqa: E402
+from hf_stable_attn.kernels._common import AUTOTUNE
+from benchmarks.bench_attention import Shape
+from benchmarks.tune_kernel import default_shapes, make_inputs
+from gpu.ncu_profile import step_fn, tiles_run
+from gpu.profile_e2e import cuda_ms_by_name
 
 STEPS = 10
 
@@ -76,10 +69,8 @@ def main(out_path: str, seqlen: int = 4096, cases: list[str] | None = None) -> N
         for impl, step in steps.items():
             try:
                 kernels = kernel_ms(step, (q, k, v))
-                tiles = {part: launch.last for part, launch in LAUNCHES.items()
-                         if impl.startswith("stable_flash")}
                 record = dict(impl=impl, **asdict(shape), kernels_ms=kernels,
-                              total_ms=sum(kernels.values()), tiles=tiles)
+                              total_ms=sum(kernels.values()), tiles=tiles_run(impl))
             except Exception as exc:  # noqa: BLE001  (a refused shape is a result)
                 error = f"{type(exc).__name__}: {exc}"[:300]
                 record = dict(impl=impl, **asdict(shape), error=error)
@@ -99,8 +90,6 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out")
     ap.add_argument("--seqlen", type=int, default=4096)
-    ap.add_argument("--first-entries", action="store_true",
-                    help="the tables' first entries, untuned (read at import, above)")
     ap.add_argument("--cases", nargs="+", help="D:causal:group (default: tune_kernel's shapes)")
     args = ap.parse_args()
     main(args.out, args.seqlen, args.cases)

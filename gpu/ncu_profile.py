@@ -38,6 +38,14 @@ def step_fn(impl: str, shape, q, k, v, dout):
     return step
 
 
+def tiles_run(impl: str) -> dict:
+    """Part -> the tile config our kernels last launched with (``TiledLaunch.last``) after
+    ``impl`` ran, if ``impl`` is one of ours; empty for a peer."""
+    if not impl.startswith("stable_flash"):
+        return {}
+    return {part: launch.last for part, launch in LAUNCHES.items() if launch.last is not None}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--impl", choices=(*IMPLS, "all"), default="all")
@@ -64,9 +72,7 @@ def main() -> None:
                 t.grad = None
             step()
         torch.cuda.synchronize()
-        tiles = {part: launch.last for part, launch in LAUNCHES.items()
-                 if impl.startswith("stable_flash") and launch.last is not None}
-        print(impl, shape, "ran", args.steps, "steps; Triton tiles", tiles, flush=True)
+        print(impl, shape, "ran", args.steps, "steps; Triton tiles", tiles_run(impl), flush=True)
 
 
 if __name__ == "__main__":
