@@ -15,7 +15,7 @@ from triton import compile as triton_compile
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from hf_stable_attn.kernels import LAUNCHES, flash_bwd
+from hf_stable_attn.kernels import LAUNCHES, _common, flash_bwd
 from hf_stable_attn.kernels._common import COMPILE_OPTIONS, register_cap, tile_config
 from hf_stable_attn.kernels._ptxas import triton_tool
 
@@ -148,9 +148,9 @@ def training_constexprs(part: str, head_dim: int, config: tuple) -> dict:
                       USE_TMA=tma)
     if part == "fwd":
         constexprs.update(STABILIZE=True, SHIFT_SINGLE=False, RETURN_SHIFT=False,
-                          HAS_SINKS=False)
+                          HAS_SINKS=False, HEAD_GROUP=_common.HEAD_GROUP)
     elif part == "dq":
-        constexprs.update(ROWSUM_P_DP=False)
+        constexprs.update(ROWSUM_P_DP=False, HEAD_GROUP=_common.HEAD_GROUP)
     else:
         constexprs.update(ROWS_FIRST_MIN_M=flash_bwd._ROWS_FIRST_MIN_M.get(head_dim, 0),
                           VECTOR_TMA=flash_bwd._VECTOR_TMA)

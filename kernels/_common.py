@@ -187,14 +187,15 @@ def sequence_bounds(CU_Q, CU_K, b, seqlen_q_dense, seqlen_k_dense, IS_VARLEN: tl
         return 0, seqlen_q_dense, 0, seqlen_k_dense
 
 
-# Columns (batch x heads) per group in ``scheduled_tile``'s launch order. On an H100 (S 4096,
-# causal, every table config) groups of 4, 8 and 16 made the forward 3-5% faster; 8 was the
-# best of the three for the dQ kernel (docs/kernel_notes.md, v17a).
-HEAD_GROUP = tl.constexpr(8)
+# Columns (batch x heads) per group in ``scheduled_tile``'s launch order, the launchers'
+# ``HEAD_GROUP`` flag. On an H100 (S 4096, causal, every table config) groups of 4, 8 and 16 made
+# the forward 3-5% faster; 8 was the best of the three for the dQ kernel (docs/kernel_notes.md,
+# v17a).
+HEAD_GROUP = 8
 
 
 @triton.jit
-def scheduled_tile(BALANCE: tl.constexpr):
+def scheduled_tile(BALANCE: tl.constexpr, HEAD_GROUP: tl.constexpr):
     """``(tile, column)`` this program computes, in a grid of (query tiles, columns) programs
     (columns: batch x heads). Without BALANCE, ``(program_id(0), program_id(1))``. With BALANCE
     (a causal mask: the last query tiles see the most keys), the launch order (axis 0 fastest)

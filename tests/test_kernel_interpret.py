@@ -42,13 +42,13 @@ if INTERPRETING:
     import triton.language as tl
 
     from hf_stable_attn.kernels import flash_attn_bwd, flash_attn_fwd
-    from hf_stable_attn.kernels._common import HEAD_GROUP, scheduled_tile
+    from hf_stable_attn.kernels._common import scheduled_tile
 
     @triton.jit
-    def order_kernel(SEEN, BALANCE: tl.constexpr):
+    def order_kernel(SEEN, BALANCE: tl.constexpr, HEAD_GROUP: tl.constexpr):
         """SEEN (columns, tiles, 2) int32: per (tile, column) of ``scheduled_tile``, how many
         programs computed it and the launch index of the last one."""
-        tile, column = scheduled_tile(BALANCE)
+        tile, column = scheduled_tile(BALANCE, HEAD_GROUP)
         launch = tl.program_id(1) * tl.num_programs(0) + tl.program_id(0)
         cell = SEEN + (column * tl.num_programs(0) + tile) * 2
         tl.atomic_add(cell, 1)
@@ -173,18 +173,18 @@ def test_dkdv_with_the_group_split_over_programs(monkeypatch, hk, splits, causal
 @interp
 @pytest.mark.parametrize("balance", [True, False], ids=["balanced", "grid-order"])
 @pytest.mark.parametrize("tiles,columns", [(3, 21), (5, 16), (1, 7), (4, 1)])
-def test_scheduled_tile_covers_the_grid_once_heaviest_first(balance, tiles, columns):
+@pytest.mark.parametrize("group", [8, 32])
+def test_scheduled_tile_covers_the_grid_once_heaviest_first(balance, tiles, columns, group):
     """Every (tile, column) of the grid is computed by exactly one program; with BALANCE the
-    launch order runs each group of ``HEAD_GROUP`` columns last (heaviest) tile first (21
-    columns: two full groups of 8 and one of 5)."""
+    launch order runs each group of ``group`` columns last (heaviest) tile first (21 columns
+    in groups of 8: two full groups and one of 5; in groups of 32: one partial group)."""
     seen = torch.zeros(columns, tiles, 2, dtype=torch.int32)
-    order_kernel[(tiles, columns)](seen, BALANCE=balance)
+    order_kernel[(tiles, columns)](seen, BALANCE=balance, HEAD_GROUP=group)
     assert (seen[..., 0] == 1).all()
     launch = seen[..., 1]  # (columns, tiles): when each program started
     if not balance:
         assert torch.equal(launch.flatten(), torch.arange(tiles * columns, dtype=torch.int32))
         return
-    group = HEAD_GROUP.value
     for first in range(0, columns, group):
         block = launch[first:first + group].flip(1)  # one group, heaviest tile first
         assert torch.equal(block.T.flatten(), torch.arange(
