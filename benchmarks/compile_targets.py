@@ -148,9 +148,9 @@ def training_constexprs(part: str, head_dim: int, config: tuple) -> dict:
                       USE_TMA=tma)
     if part == "fwd":
         constexprs.update(STABILIZE=True, SHIFT_SINGLE=False, RETURN_SHIFT=False,
-                          HAS_SINKS=False, HEAD_GROUP=_common.HEAD_GROUP)
+                          HAS_SINKS=False, GROUP_PROGRAMS=_common.FWD_GROUP_PROGRAMS)
     elif part == "dq":
-        constexprs.update(ROWSUM_P_DP=False, HEAD_GROUP=_common.HEAD_GROUP)
+        constexprs.update(ROWSUM_P_DP=False, GROUP_PROGRAMS=_common.DQ_GROUP_PROGRAMS)
     else:
         constexprs.update(ROWS_FIRST_MIN_M=flash_bwd._ROWS_FIRST_MIN_M.get(head_dim, 0),
                           VECTOR_TMA=flash_bwd._VECTOR_TMA)

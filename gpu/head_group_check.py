@@ -1,17 +1,19 @@
-"""Does the causal launch order's group size (``_common.HEAD_GROUP``, the columns that run their
-heaviest tiles first together) move a training step? (H100/H200.)
+"""Does the causal launch order's grouping (``_common.scheduled_tile``: about
+``GROUP_PROGRAMS`` programs, at least 8 columns, run their heaviest tiles first together) move a
+training step? (H100/H200.)
 
 ``scheduled_tile`` was sized in session 14 (v17a), when the Triton forward ran one or two programs
-per SM; since the register caps (v57a) the D64 forward runs five, and the dispatch model
-(``benchmarks/launch_order_sim.py``) then puts groups of 8 several percent above an even split
-where larger groups come within 1-2%. Per shape this times forward + backward with the Triton
-forward's and dQ's groups set to each pair in ``variants`` (both from ``--groups``, and each one
-alone against 8), the tiles pinned to the tuner's picks for groups of 8, back to back for
-``--sustain-s`` seconds a round (``timing.sustained_ms``), ``--rounds`` rounds in rotated order.
-Every variant's outputs and gradients must equal the first one's bit for bit (the group only
-reorders the programs). Plans are off (``_prepared``), so each call reads the groups.
+per SM; since the register caps (v57a) the D64 forward runs four or five, and the dispatch model
+(``benchmarks/launch_order_sim.py``) then puts groups of 8 columns several percent above an even
+split where larger groups come within 1-2%. Per shape this times forward + backward with the
+Triton forward's and dQ's ``GROUP_PROGRAMS`` (``_common.FWD_GROUP_PROGRAMS``,
+``DQ_GROUP_PROGRAMS``) set to each pair of ``--pairs`` (0: groups of 8 columns), the tiles pinned
+to the tuner's picks for the first pair, back to back for ``--sustain-s`` seconds a round
+(``timing.sustained_ms``), ``--rounds`` rounds in rotated order. Every pair's outputs and
+gradients must equal the first one's bit for bit (the grouping only reorders the programs).
+Plans are off (``_prepared``), so each call reads the flags.
 
-Run: ``PYTHONPATH=$PWD python gpu/head_group_check.py --out groups.json [--groups 8 16 32 64]
+Run: ``PYTHONPATH=$PWD python gpu/head_group_check.py --out groups.json [--pairs 0:0 1024:512]
 [--cases 64:1:2048 64:8:2048 128:1:4096] [--rounds 3] [--sustain-s 1] [--budget-s 400]``
 (case: head dim, query heads per KV head, sequence length; causal, bf16, 16k tokens a batch).
 """
@@ -34,14 +36,6 @@ from hf_stable_attn.testing import fix_kwargs, launch_kwargs
 TOKENS = 16384
 
 
-def variants(groups: list[int]) -> list[tuple[int, int]]:
-    """(forward group, dQ group) pairs: 8 and 8 first, then each group for both kernels, then
-    each group other than 8 for one kernel with 8 for the other."""
-    pairs = [(8, 8), *((g, g) for g in groups), *((g, 8) for g in groups),
-             *((8, g) for g in groups)]
-    return list(dict.fromkeys(pairs))
-
-
 @contextlib.contextmanager
 def pinned(picks: dict):
     """The launchers' tables cut to their picks (launcher -> ``tile_config``) inside the block."""
@@ -55,27 +49,28 @@ def pinned(picks: dict):
             launch.table = table
 
 
-def step(q, k, v, dout, kw, fix, groups: tuple[int, int]):
-    """Forward + backward with the forward's and dQ's groups ``groups``: (out, lse, dq, dk, dv)."""
-    _common.HEAD_GROUP = groups[0]
+def step(q, k, v, dout, kw, fix, pair: tuple[int, int]):
+    """Forward + backward with the forward's and dQ's ``GROUP_PROGRAMS`` ``pair``: (out, lse,
+    dq, dk, dv)."""
+    _common.FWD_GROUP_PROGRAMS, _common.DQ_GROUP_PROGRAMS = pair
     out, lse = flash_attn_fwd(q, k, v, **kw, **fix)
-    _common.HEAD_GROUP = groups[1]
     return (out, lse, *flash_attn_bwd(dout, q, k, v, out, lse, **kw))
 
 
-def measure(case: tuple[int, int, int], groups: list[int], rounds: int, sustain_s: float):
-    """One causal shape's variants timed, and checked against the first."""
+def measure(case: tuple[int, int, int], pairs: list[tuple[int, int]], rounds: int,
+            sustain_s: float):
+    """One causal shape's ``pairs`` timed, and checked against the first."""
     d, per_kv, s = case
+    shipped = (_common.FWD_GROUP_PROGRAMS, _common.DQ_GROUP_PROGRAMS)
     hq = query_heads(d)
     batch, hk = TOKENS // s, hq // per_kv
     heads = ((hq, 1), (hk, 2), (hk, 3), (hq, 4))
     q, k, v, dout = (draw(batch, s, h, d, seed) for h, seed in heads)
     kw = launch_kwargs(s, s, d, causal=True)
     fix = fix_kwargs(shift_params(torch.bfloat16))
-    reference = step(q, k, v, dout, kw, fix, (8, 8))  # tunes at groups of 8
+    reference = step(q, k, v, dout, kw, fix, pairs[0])  # tunes
     launches = (flash_fwd._fwd_launch, flash_bwd._dq_launch, flash_bwd._dkdv_launch)
     tiles = dict(zip(("fwd", "dq", "dkdv"), (launch.last for launch in launches)))
-    pairs = variants(groups)
     with pinned({launch: launch.last for launch in launches if launch.last is not None}):
         mismatched = [f"{pair}" for pair in pairs if not all(
             torch.equal(a, b) for a, b in zip(step(q, k, v, dout, kw, fix, pair), reference))]
@@ -83,7 +78,7 @@ def measure(case: tuple[int, int, int], groups: list[int], rounds: int, sustain_
                for f, g in pairs}
         flops = 3.5 * 4 * batch * hq * s * s * d / 2
         record = rates(fns, rounds, q.device, flops, sustain_s)
-    _common.HEAD_GROUP = 8
+    _common.FWD_GROUP_PROGRAMS, _common.DQ_GROUP_PROGRAMS = shipped
     return dict(shape=dict(batch=batch, seqlen=s, heads_q=hq, heads_kv=hk, head_dim=d,
                            causal=True), tiles=tiles, mismatched=mismatched, **record)
 
@@ -91,7 +86,8 @@ def measure(case: tuple[int, int, int], groups: list[int], rounds: int, sustain_
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
-    ap.add_argument("--groups", nargs="+", type=int, default=[8, 16, 32, 64])
+    ap.add_argument("--pairs", nargs="+", default=["0:0", "1024:512"],
+                    help="forward:dQ GROUP_PROGRAMS (0: groups of 8 columns), the first tuned")
     ap.add_argument("--cases", nargs="+", default=["64:1:2048", "64:8:2048", "64:1:4096"])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--sustain-s", type=float, default=1.0)
@@ -100,11 +96,11 @@ def main() -> None:
     t0 = time.time()
     _prepared.ENABLED = False
     cases = [tuple(int(x) for x in c.split(":")) for c in args.cases]
+    pairs = [tuple(int(x) for x in p.split(":")) for p in args.pairs]
     result = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__,
                   timing=f"back to back {args.sustain_s} s, {args.rounds} rounds", timings=[])
     shown = ("shape", "tiles", "mismatched", "tflops")
-    time_within_budget(cases, lambda case: measure(case, args.groups, args.rounds,
-                                                   args.sustain_s),
+    time_within_budget(cases, lambda case: measure(case, pairs, args.rounds, args.sustain_s),
                        result, args.out, args.budget_s, t0, shown)
 
 

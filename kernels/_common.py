@@ -187,28 +187,34 @@ def sequence_bounds(CU_Q, CU_K, b, seqlen_q_dense, seqlen_k_dense, IS_VARLEN: tl
         return 0, seqlen_q_dense, 0, seqlen_k_dense
 
 
-# Columns (batch x heads) per group in ``scheduled_tile``'s launch order, the launchers'
-# ``HEAD_GROUP`` flag. On an H100 (S 4096, causal, every table config) groups of 4, 8 and 16 made
-# the forward 3-5% faster; 8 was the best of the three for the dQ kernel (docs/kernel_notes.md,
-# v17a).
-HEAD_GROUP = 8
+# How many programs of a causal grid ``scheduled_tile`` groups (the launchers' ``GROUP_PROGRAMS``
+# flag): the forward's groups hold about 1024, the dQ's 512, and at least 8 columns each. Session
+# 14 (v17a, H100, one or two programs per SM) set groups of 8 columns; since the register caps
+# (v57a) the D64 forward runs 4-5 programs per SM, where groups of 8 left the last programs
+# unbalanced (benchmarks/launch_order_sim.py). Session 71 timed forward + backward with each group
+# on an H200 (docs/kernel_notes.md, v71a).
+FWD_GROUP_PROGRAMS = 1024
+DQ_GROUP_PROGRAMS = 512
+MIN_HEAD_GROUP = tl.constexpr(8)
 
 
 @triton.jit
-def scheduled_tile(BALANCE: tl.constexpr, HEAD_GROUP: tl.constexpr):
+def scheduled_tile(BALANCE: tl.constexpr, GROUP_PROGRAMS: tl.constexpr):
     """``(tile, column)`` this program computes, in a grid of (query tiles, columns) programs
     (columns: batch x heads). Without BALANCE, ``(program_id(0), program_id(1))``. With BALANCE
     (a causal mask: the last query tiles see the most keys), the launch order (axis 0 fastest)
-    walks the columns in groups of ``HEAD_GROUP`` and, within a group, every column's last tile
-    first, then the one before: the longest programs start first and the short ones fill the
-    end, and the programs running together read the K/V of a few heads from L2."""
+    walks the columns in groups of ``max(GROUP_PROGRAMS // query tiles, 8)`` and, within a
+    group, every column's last tile first, then the one before: the longest programs start
+    first and the short ones fill the end, and the programs running together read the K/V of a
+    few heads from L2."""
     tile = tl.program_id(0)
     column = tl.program_id(1)
     if BALANCE:
         num_tiles = tl.num_programs(0)
+        group = tl.maximum(GROUP_PROGRAMS // num_tiles, MIN_HEAD_GROUP)
         pid = column * num_tiles + tile
-        first = (pid // (HEAD_GROUP * num_tiles)) * HEAD_GROUP
-        size = tl.minimum(tl.num_programs(1) - first, HEAD_GROUP)
+        first = (pid // (group * num_tiles)) * group
+        size = tl.minimum(tl.num_programs(1) - first, group)
         rank = pid - first * num_tiles
         tile = num_tiles - 1 - rank // size
         column = first + rank % size

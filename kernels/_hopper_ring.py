@@ -26,7 +26,7 @@ from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 # ``async_copy_global_to_shared`` before; both take (descriptor, coordinates, barrier, buffer).
 tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
 
-HEAD_GROUP = gl.constexpr(8)  # as _common.scheduled_tile
+HEAD_GROUP = gl.constexpr(8)  # columns a group (_common.scheduled_tile's least)
 GL_DTYPES = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}
 
 

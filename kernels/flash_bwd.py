@@ -324,12 +324,12 @@ def _dq_kernel(
     IS_VARLEN: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
     HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, HAS_KPM: tl.constexpr,
     DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_D: tl.constexpr,
-    ROWSUM_P_DP: tl.constexpr, HEAD_GROUP: tl.constexpr,
+    ROWSUM_P_DP: tl.constexpr, GROUP_PROGRAMS: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr,
 ):
     TMA_MODE: tl.constexpr = tma_mode(USE_TMA, IS_VARLEN)
     # Heaviest first where a causal mask makes tiles uneven.
-    tile, bh = scheduled_tile(HAS_WR, HEAD_GROUP)
+    tile, bh = scheduled_tile(HAS_WR, GROUP_PROGRAMS)
     start_m = tile * BLOCK_M
     b = bh // num_heads_q
     h = bh % num_heads_q
@@ -535,13 +535,14 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
         dq_args = (*dq_tensors, *qkv, *seq_layout(out, varlen), *do_layout,
                    *seq_layout(dq, varlen), *lse_strides, stride_kpm, *common, hq, hq // hk,
                    head_dim, *tail)
-        dq_flags = {**flags, "ROWSUM_P_DP": rowsum_p_dp, "HEAD_GROUP": _common.HEAD_GROUP}
+        dq_flags = {**flags, "ROWSUM_P_DP": rowsum_p_dp,
+                    "GROUP_PROGRAMS": _common.DQ_GROUP_PROGRAMS}
 
         def dq_grid(meta):
             return ceil_div(int(max_seqlen_q), meta["BLOCK_M"]), batch * hq
 
-        dq_compiled = _dq_launch(dq_grid, bd, (*key, rowsum_p_dp, _common.HEAD_GROUP), dq_args,
-                                 dq_flags, tma_ok)
+        dq_key = (*key, rowsum_p_dp, dq_flags["GROUP_PROGRAMS"])
+        dq_compiled = _dq_launch(dq_grid, bd, dq_key, dq_args, dq_flags, tma_ok)
 
     # dK/dV: a program per key tile and KV head, or per key tile and part of a KV head's group.
     splits = dkdv_splits(int(max_seqlen_k), batch, hk, hq // hk, q.device, causal, gluon_dkdv)

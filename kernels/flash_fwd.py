@@ -137,12 +137,12 @@ def _fwd_kernel(
     STABILIZE: tl.constexpr, SHIFT_SINGLE: tl.constexpr, RETURN_SHIFT: tl.constexpr,
     HAS_SINKS: tl.constexpr,
     DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_D: tl.constexpr,
-    HEAD_GROUP: tl.constexpr,
+    GROUP_PROGRAMS: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr,
 ):
     TMA_MODE: tl.constexpr = tma_mode(USE_TMA, IS_VARLEN)
     # Heaviest first where a causal mask makes tiles uneven.
-    tile, bh = scheduled_tile(HAS_WR, HEAD_GROUP)
+    tile, bh = scheduled_tile(HAS_WR, GROUP_PROGRAMS)
     start_m = tile * BLOCK_M
     b = bh // num_heads_q
     h = bh % num_heads_q
@@ -347,7 +347,7 @@ def flash_attn_fwd(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
         STABILIZE=bool(stabilize),
         SHIFT_SINGLE=bool(shift_single), RETURN_SHIFT=bool(return_shift),
         HAS_SINKS=sinks is not None, DOT_FP32=INTERPRET, EVEN_D=bd == head_dim, BLOCK_D=bd,
-        HEAD_GROUP=_common.HEAD_GROUP,
+        GROUP_PROGRAMS=_common.FWD_GROUP_PROGRAMS,
     )
 
     def grid(meta):

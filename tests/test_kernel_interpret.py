@@ -45,10 +45,10 @@ if INTERPRETING:
     from hf_stable_attn.kernels._common import scheduled_tile
 
     @triton.jit
-    def order_kernel(SEEN, BALANCE: tl.constexpr, HEAD_GROUP: tl.constexpr):
+    def order_kernel(SEEN, BALANCE: tl.constexpr, GROUP_PROGRAMS: tl.constexpr):
         """SEEN (columns, tiles, 2) int32: per (tile, column) of ``scheduled_tile``, how many
         programs computed it and the launch index of the last one."""
-        tile, column = scheduled_tile(BALANCE, HEAD_GROUP)
+        tile, column = scheduled_tile(BALANCE, GROUP_PROGRAMS)
         launch = tl.program_id(1) * tl.num_programs(0) + tl.program_id(0)
         cell = SEEN + (column * tl.num_programs(0) + tile) * 2
         tl.atomic_add(cell, 1)
@@ -173,18 +173,20 @@ def test_dkdv_with_the_group_split_over_programs(monkeypatch, hk, splits, causal
 @interp
 @pytest.mark.parametrize("balance", [True, False], ids=["balanced", "grid-order"])
 @pytest.mark.parametrize("tiles,columns", [(3, 21), (5, 16), (1, 7), (4, 1)])
-@pytest.mark.parametrize("group", [8, 32])
-def test_scheduled_tile_covers_the_grid_once_heaviest_first(balance, tiles, columns, group):
+@pytest.mark.parametrize("programs", [0, 30])
+def test_scheduled_tile_covers_the_grid_once_heaviest_first(balance, tiles, columns, programs):
     """Every (tile, column) of the grid is computed by exactly one program; with BALANCE the
-    launch order runs each group of ``group`` columns last (heaviest) tile first (21 columns
-    in groups of 8: two full groups and one of 5; in groups of 32: one partial group)."""
+    launch order runs each group of ``max(programs // tiles, 8)`` columns last (heaviest) tile
+    first (21 columns of 3 tiles in groups of 8: two full groups and one of 5; in groups of 10:
+    two full and one of 1)."""
     seen = torch.zeros(columns, tiles, 2, dtype=torch.int32)
-    order_kernel[(tiles, columns)](seen, BALANCE=balance, HEAD_GROUP=group)
+    order_kernel[(tiles, columns)](seen, BALANCE=balance, GROUP_PROGRAMS=programs)
     assert (seen[..., 0] == 1).all()
     launch = seen[..., 1]  # (columns, tiles): when each program started
     if not balance:
         assert torch.equal(launch.flatten(), torch.arange(tiles * columns, dtype=torch.int32))
         return
+    group = max(programs // tiles, 8)
     for first in range(0, columns, group):
         block = launch[first:first + group].flip(1)  # one group, heaviest tile first
         assert torch.equal(block.T.flatten(), torch.arange(
