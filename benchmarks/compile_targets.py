@@ -153,7 +153,8 @@ def training_constexprs(part: str, head_dim: int, config: tuple) -> dict:
         constexprs.update(ROWSUM_P_DP=False, GROUP_PROGRAMS=_common.DQ_GROUP_PROGRAMS)
     else:
         constexprs.update(ROWS_FIRST_MIN_M=flash_bwd._ROWS_FIRST_MIN_M.get(head_dim, 0),
-                          VECTOR_TMA=flash_bwd._VECTOR_TMA)
+                          VECTOR_TMA=flash_bwd._VECTOR_TMA,
+                          GROUP_PROGRAMS=_common.DKDV_GROUP_PROGRAMS)
     return constexprs
 
 

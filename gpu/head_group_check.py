@@ -49,19 +49,21 @@ def pinned(picks: dict):
             launch.table = table
 
 
-def step(q, k, v, dout, kw, fix, pair: tuple[int, int]):
-    """Forward + backward with the forward's and dQ's ``GROUP_PROGRAMS`` ``pair``: (out, lse,
-    dq, dk, dv)."""
-    _common.FWD_GROUP_PROGRAMS, _common.DQ_GROUP_PROGRAMS = pair
+def step(q, k, v, dout, kw, fix, pair: tuple[int, int, int]):
+    """Forward + backward with the forward's, dQ's and dK/dV's ``GROUP_PROGRAMS`` ``pair``:
+    (out, lse, dq, dk, dv)."""
+    (_common.FWD_GROUP_PROGRAMS, _common.DQ_GROUP_PROGRAMS,
+     _common.DKDV_GROUP_PROGRAMS) = pair
     out, lse = flash_attn_fwd(q, k, v, **kw, **fix)
     return (out, lse, *flash_attn_bwd(dout, q, k, v, out, lse, **kw))
 
 
-def measure(case: tuple[int, int, int], pairs: list[tuple[int, int]], rounds: int,
+def measure(case: tuple[int, int, int], pairs: list[tuple[int, int, int]], rounds: int,
             sustain_s: float):
     """One causal shape's ``pairs`` timed, and checked against the first."""
     d, per_kv, s = case
-    shipped = (_common.FWD_GROUP_PROGRAMS, _common.DQ_GROUP_PROGRAMS)
+    shipped = (_common.FWD_GROUP_PROGRAMS, _common.DQ_GROUP_PROGRAMS,
+               _common.DKDV_GROUP_PROGRAMS)
     hq = query_heads(d)
     batch, hk = TOKENS // s, hq // per_kv
     heads = ((hq, 1), (hk, 2), (hk, 3), (hq, 4))
@@ -74,11 +76,12 @@ def measure(case: tuple[int, int, int], pairs: list[tuple[int, int]], rounds: in
     with pinned({launch: launch.last for launch in launches if launch.last is not None}):
         mismatched = [f"{pair}" for pair in pairs if not all(
             torch.equal(a, b) for a, b in zip(step(q, k, v, dout, kw, fix, pair), reference))]
-        fns = {f"fwd {f}, dq {g}": (lambda p=(f, g): step(q, k, v, dout, kw, fix, p))
-               for f, g in pairs}
+        fns = {f"fwd {f}, dq {g}, dkdv {h}": (lambda p=(f, g, h): step(q, k, v, dout, kw, fix, p))
+               for f, g, h in pairs}
         flops = 3.5 * 4 * batch * hq * s * s * d / 2
         record = rates(fns, rounds, q.device, flops, sustain_s)
-    _common.FWD_GROUP_PROGRAMS, _common.DQ_GROUP_PROGRAMS = shipped
+    (_common.FWD_GROUP_PROGRAMS, _common.DQ_GROUP_PROGRAMS,
+     _common.DKDV_GROUP_PROGRAMS) = shipped
     return dict(shape=dict(batch=batch, seqlen=s, heads_q=hq, heads_kv=hk, head_dim=d,
                            causal=True), tiles=tiles, mismatched=mismatched, **record)
 
@@ -86,8 +89,9 @@ def measure(case: tuple[int, int, int], pairs: list[tuple[int, int]], rounds: in
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
-    ap.add_argument("--pairs", nargs="+", default=["0:0", "1024:512"],
-                    help="forward:dQ GROUP_PROGRAMS (0: groups of 8 columns), the first tuned")
+    ap.add_argument("--pairs", nargs="+", default=["0:0:0", "1024:512:0"],
+                    help="forward:dQ:dK/dV GROUP_PROGRAMS (0: groups of 8 columns, the dK/dV's "
+                         "grid order), the first tuned")
     ap.add_argument("--cases", nargs="+", default=["64:1:2048", "64:8:2048", "64:1:4096"])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--sustain-s", type=float, default=1.0)

@@ -195,6 +195,7 @@ def sequence_bounds(CU_Q, CU_K, b, seqlen_q_dense, seqlen_k_dense, IS_VARLEN: tl
 # on an H200 (docs/kernel_notes.md, v71a).
 FWD_GROUP_PROGRAMS = 1024
 DQ_GROUP_PROGRAMS = 512
+DKDV_GROUP_PROGRAMS = 0
 MIN_HEAD_GROUP = tl.constexpr(8)
 
 

@@ -177,14 +177,17 @@ def _dkdv_kernel(
     HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, HAS_KPM: tl.constexpr,
     DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_D: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr,
-    ROWS_FIRST_MIN_M: tl.constexpr, VECTOR_TMA: tl.constexpr,
+    ROWS_FIRST_MIN_M: tl.constexpr, VECTOR_TMA: tl.constexpr, GROUP_PROGRAMS: tl.constexpr,
 ):
     TMA_MODE: tl.constexpr = tma_mode(USE_TMA, IS_VARLEN)
-    # In the grid's own order: each column's heaviest key tile (a causal mask's first) starts
-    # first already; the balanced order measured no faster here (docs/kernel_notes.md, v17a).
-    start_n = tl.program_id(0) * BLOCK_N
-    split = tl.program_id(1) % splits  # this program's share of the group's query heads
-    bh = tl.program_id(1) // splits
+    # GROUP_PROGRAMS 0: the grid's own order, where each column's heaviest key tile (a causal
+    # mask's first) starts first; else ``scheduled_tile``'s groups, heaviest (first) tiles first.
+    tile, column = scheduled_tile(HAS_WR and GROUP_PROGRAMS > 0, GROUP_PROGRAMS)
+    if HAS_WR and GROUP_PROGRAMS > 0:
+        tile = tl.num_programs(0) - 1 - tile
+    start_n = tile * BLOCK_N
+    split = column % splits  # this program's share of the group's query heads
+    bh = column // splits
     b = bh // num_heads_k
     hk = bh % num_heads_k
     q_start, seqlen_q, k_start, seqlen_k = sequence_bounds(CU_Q, CU_K, b, seqlen_q_dense,
@@ -563,9 +566,10 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
             return ceil_div(int(max_seqlen_k), meta["BLOCK_N"]), batch * hk * splits
 
         dkdv_flags = {**flags, "ROWS_FIRST_MIN_M": _ROWS_FIRST_MIN_M.get(bd, 0),
-                      "VECTOR_TMA": vector_tma_ok(lse, varlen, tma_ok)}
-        dkdv_compiled = _dkdv_launch(dkdv_grid, bd, (*key, splits, dkdv_flags["VECTOR_TMA"]),
-                                     dkdv_args, dkdv_flags, tma_ok)
+                      "VECTOR_TMA": vector_tma_ok(lse, varlen, tma_ok),
+                      "GROUP_PROGRAMS": _common.DKDV_GROUP_PROGRAMS}
+        dkdv_key = (*key, splits, dkdv_flags["VECTOR_TMA"], dkdv_flags["GROUP_PROGRAMS"])
+        dkdv_compiled = _dkdv_launch(dkdv_grid, bd, dkdv_key, dkdv_args, dkdv_flags, tma_ok)
     if splits > 1:
         dk, dv = sum_partials(dk_out, k.dtype), sum_partials(dv_out, v.dtype)
     if signature is not None and not gluon_dq and not gluon_dkdv:
