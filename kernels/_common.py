@@ -188,14 +188,14 @@ def sequence_bounds(CU_Q, CU_K, b, seqlen_q_dense, seqlen_k_dense, IS_VARLEN: tl
 
 
 # How many programs of a causal grid ``scheduled_tile`` groups (the launchers' ``GROUP_PROGRAMS``
-# flag): the forward's groups hold about 1024, the dQ's 512, and at least 8 columns each. Session
-# 14 (v17a, H100, one or two programs per SM) set groups of 8 columns; since the register caps
-# (v57a) the D64 forward runs 4-5 programs per SM, where groups of 8 left the last programs
-# unbalanced (benchmarks/launch_order_sim.py). Session 71 timed forward + backward with each group
-# on an H200 (docs/kernel_notes.md, v71a).
+# flag): about 1024 in the forward, 512 in the dQ and (D64 TMA configs only) the dK/dV, and at
+# least 8 columns each. Session 14 (v17a, H100, one or two programs per SM) set groups of 8
+# columns for the forward and dQ; since the register caps (v57a) the D64 forward runs 4-5 programs
+# per SM, where groups of 8 left the last programs unbalanced (benchmarks/launch_order_sim.py).
+# Session 71 timed forward + backward at each size on an H200 (docs/kernel_notes.md, v71a).
 FWD_GROUP_PROGRAMS = 1024
 DQ_GROUP_PROGRAMS = 512
-DKDV_GROUP_PROGRAMS = 0
+DKDV_GROUP_PROGRAMS = 512
 MIN_HEAD_GROUP = tl.constexpr(8)
 
 

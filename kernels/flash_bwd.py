@@ -180,10 +180,13 @@ def _dkdv_kernel(
     ROWS_FIRST_MIN_M: tl.constexpr, VECTOR_TMA: tl.constexpr, GROUP_PROGRAMS: tl.constexpr,
 ):
     TMA_MODE: tl.constexpr = tma_mode(USE_TMA, IS_VARLEN)
-    # GROUP_PROGRAMS 0: the grid's own order, where each column's heaviest key tile (a causal
-    # mask's first) starts first; else ``scheduled_tile``'s groups, heaviest (first) tiles first.
-    tile, column = scheduled_tile(HAS_WR and GROUP_PROGRAMS > 0, GROUP_PROGRAMS)
-    if HAS_WR and GROUP_PROGRAMS > 0:
+    # Causal D64 TMA configs take ``scheduled_tile``'s groups, heaviest (first) key tiles
+    # first, of about GROUP_PROGRAMS programs: 0.4-2.9% faster forward + backward at S 2048-4096
+    # on an H200, where the pointer config (32, 64, 4, 2) ran 6-8% slower (docs/kernel_notes.md,
+    # v71a). Others keep the grid's own order, each column's heaviest key tile first.
+    GROUPED: tl.constexpr = HAS_WR and GROUP_PROGRAMS > 0 and USE_TMA and BLOCK_D == 64
+    tile, column = scheduled_tile(GROUPED, GROUP_PROGRAMS)
+    if GROUPED:
         tile = tl.num_programs(0) - 1 - tile
     start_n = tile * BLOCK_N
     split = column % splits  # this program's share of the group's query heads
