@@ -6,16 +6,18 @@ training step? (H100/H200.)
 per SM; since the register caps (v57a) the D64 forward runs four or five, and the dispatch model
 (``benchmarks/launch_order_sim.py``) then puts groups of 8 columns several percent above an even
 split where larger groups come within 1-2%. Per shape this times forward + backward with the
-Triton forward's and dQ's ``GROUP_PROGRAMS`` (``_common.FWD_GROUP_PROGRAMS``,
-``DQ_GROUP_PROGRAMS``) set to each pair of ``--pairs`` (0: groups of 8 columns), the tiles pinned
-to the tuner's picks for the first pair, back to back for ``--sustain-s`` seconds a round
-(``timing.sustained_ms``), ``--rounds`` rounds in rotated order. Every pair's outputs and
-gradients must equal the first one's bit for bit (the grouping only reorders the programs).
-Plans are off (``_prepared``), so each call reads the flags.
+Triton forward's, dQ's and dK/dV's ``GROUP_PROGRAMS`` (``_common.FWD_GROUP_PROGRAMS``,
+``DQ_GROUP_PROGRAMS``, ``DKDV_GROUP_PROGRAMS``) set to each triple of ``--settings`` (0: groups
+of 8 columns, and the dK/dV's grid order), the tiles pinned to the tuner's picks for the first
+triple, back to back for ``--sustain-s`` seconds a round (``timing.sustained_ms``), ``--rounds``
+rounds in rotated order. Every triple's outputs and gradients must equal the first one's bit for
+bit (the grouping only reorders the programs). Plans are off (``_prepared``), so each call reads
+the flags.
 
-Run: ``PYTHONPATH=$PWD python gpu/head_group_check.py --out groups.json [--pairs 0:0 1024:512]
-[--cases 64:1:2048 64:8:2048 128:1:4096] [--rounds 3] [--sustain-s 1] [--budget-s 400]``
-(case: head dim, query heads per KV head, sequence length; causal, bf16, 16k tokens a batch).
+Run: ``PYTHONPATH=$PWD python gpu/head_group_check.py --out groups.json [--settings 0:0:0
+1024:512:512] [--cases 64:1:2048 64:8:2048 128:1:4096] [--rounds 3] [--sustain-s 1]
+[--budget-s 400]`` (case: head dim, query heads per KV head, sequence length; causal, bf16, 16k
+tokens a batch).
 """
 
 from __future__ import annotations
@@ -49,18 +51,18 @@ def pinned(picks: dict):
             launch.table = table
 
 
-def step(q, k, v, dout, kw, fix, pair: tuple[int, int, int]):
-    """Forward + backward with the forward's, dQ's and dK/dV's ``GROUP_PROGRAMS`` ``pair``:
+def step(q, k, v, dout, kw, fix, setting: tuple[int, int, int]):
+    """Forward + backward with the forward's, dQ's and dK/dV's ``GROUP_PROGRAMS`` ``setting``:
     (out, lse, dq, dk, dv)."""
     (_common.FWD_GROUP_PROGRAMS, _common.DQ_GROUP_PROGRAMS,
-     _common.DKDV_GROUP_PROGRAMS) = pair
+     _common.DKDV_GROUP_PROGRAMS) = setting
     out, lse = flash_attn_fwd(q, k, v, **kw, **fix)
     return (out, lse, *flash_attn_bwd(dout, q, k, v, out, lse, **kw))
 
 
-def measure(case: tuple[int, int, int], pairs: list[tuple[int, int, int]], rounds: int,
+def measure(case: tuple[int, int, int], settings: list[tuple[int, int, int]], rounds: int,
             sustain_s: float):
-    """One causal shape's ``pairs`` timed, and checked against the first."""
+    """One causal shape's ``settings`` timed, and checked against the first."""
     d, per_kv, s = case
     shipped = (_common.FWD_GROUP_PROGRAMS, _common.DQ_GROUP_PROGRAMS,
                _common.DKDV_GROUP_PROGRAMS)
@@ -70,14 +72,14 @@ def measure(case: tuple[int, int, int], pairs: list[tuple[int, int, int]], round
     q, k, v, dout = (draw(batch, s, h, d, seed) for h, seed in heads)
     kw = launch_kwargs(s, s, d, causal=True)
     fix = fix_kwargs(shift_params(torch.bfloat16))
-    reference = step(q, k, v, dout, kw, fix, pairs[0])  # tunes
+    reference = step(q, k, v, dout, kw, fix, settings[0])  # tunes
     launches = (flash_fwd._fwd_launch, flash_bwd._dq_launch, flash_bwd._dkdv_launch)
     tiles = dict(zip(("fwd", "dq", "dkdv"), (launch.last for launch in launches)))
     with pinned({launch: launch.last for launch in launches if launch.last is not None}):
-        mismatched = [f"{pair}" for pair in pairs if not all(
-            torch.equal(a, b) for a, b in zip(step(q, k, v, dout, kw, fix, pair), reference))]
+        mismatched = [f"{setting}" for setting in settings if not all(
+            torch.equal(a, b) for a, b in zip(step(q, k, v, dout, kw, fix, setting), reference))]
         fns = {f"fwd {f}, dq {g}, dkdv {h}": (lambda p=(f, g, h): step(q, k, v, dout, kw, fix, p))
-               for f, g, h in pairs}
+               for f, g, h in settings}
         flops = 3.5 * 4 * batch * hq * s * s * d / 2
         record = rates(fns, rounds, q.device, flops, sustain_s)
     (_common.FWD_GROUP_PROGRAMS, _common.DQ_GROUP_PROGRAMS,
@@ -89,7 +91,7 @@ def measure(case: tuple[int, int, int], pairs: list[tuple[int, int, int]], round
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
-    ap.add_argument("--pairs", nargs="+", default=["0:0:0", "1024:512:0"],
+    ap.add_argument("--settings", nargs="+", default=["0:0:0", "1024:512:512"],
                     help="forward:dQ:dK/dV GROUP_PROGRAMS (0: groups of 8 columns, the dK/dV's "
                          "grid order), the first tuned")
     ap.add_argument("--cases", nargs="+", default=["64:1:2048", "64:8:2048", "64:1:4096"])
@@ -100,11 +102,11 @@ def main() -> None:
     t0 = time.time()
     _prepared.ENABLED = False
     cases = [tuple(int(x) for x in c.split(":")) for c in args.cases]
-    pairs = [tuple(int(x) for x in p.split(":")) for p in args.pairs]
+    settings = [tuple(int(x) for x in p.split(":")) for p in args.settings]
     result = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__,
                   timing=f"back to back {args.sustain_s} s, {args.rounds} rounds", timings=[])
     shown = ("shape", "tiles", "mismatched", "tflops")
-    time_within_budget(cases, lambda case: measure(case, pairs, args.rounds, args.sustain_s),
+    time_within_budget(cases, lambda case: measure(case, settings, args.rounds, args.sustain_s),
                        result, args.out, args.budget_s, t0, shown)
 
 
