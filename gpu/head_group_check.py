@@ -28,7 +28,7 @@ import time
 
 import torch
 
-from gpu.route_check import draw, query_heads
+from gpu.route_check import draw, patched, query_heads
 from gpu.timed_checks import rates, time_within_budget
 from hf_stable_attn.kernels import _common, _prepared, flash_attn_bwd, flash_attn_fwd
 from hf_stable_attn.kernels import flash_bwd, flash_fwd
@@ -38,52 +38,44 @@ from hf_stable_attn.testing import fix_kwargs, launch_kwargs
 TOKENS = 16384
 
 
-@contextlib.contextmanager
-def pinned(picks: dict):
-    """The launchers' tables cut to their picks (launcher -> ``tile_config``) inside the block."""
-    saved = {launch: launch.table for launch in picks}
-    for launch, config in picks.items():
-        launch.table = {**launch.table, **{d: [config] for d in launch.table}}
-    try:
-        yield
-    finally:
-        for launch, table in saved.items():
-            launch.table = table
+FLAGS = ("FWD_GROUP_PROGRAMS", "DQ_GROUP_PROGRAMS", "DKDV_GROUP_PROGRAMS")  # in ``_common``
 
 
 def step(q, k, v, dout, kw, fix, setting: tuple[int, int, int]):
-    """Forward + backward with the forward's, dQ's and dK/dV's ``GROUP_PROGRAMS`` ``setting``:
-    (out, lse, dq, dk, dv)."""
-    (_common.FWD_GROUP_PROGRAMS, _common.DQ_GROUP_PROGRAMS,
-     _common.DKDV_GROUP_PROGRAMS) = setting
+    """Forward + backward with the forward's, dQ's and dK/dV's ``GROUP_PROGRAMS`` ``setting``
+    (``FLAGS``): (out, lse, dq, dk, dv)."""
+    for name, value in zip(FLAGS, setting):
+        setattr(_common, name, value)
     out, lse = flash_attn_fwd(q, k, v, **kw, **fix)
     return (out, lse, *flash_attn_bwd(dout, q, k, v, out, lse, **kw))
 
 
 def measure(case: tuple[int, int, int], settings: list[tuple[int, int, int]], rounds: int,
             sustain_s: float):
-    """One causal shape's ``settings`` timed, and checked against the first."""
+    """One causal shape's ``settings`` timed, and checked against the first; the flags are
+    restored after."""
     d, per_kv, s = case
-    shipped = (_common.FWD_GROUP_PROGRAMS, _common.DQ_GROUP_PROGRAMS,
-               _common.DKDV_GROUP_PROGRAMS)
     hq = query_heads(d)
     batch, hk = TOKENS // s, hq // per_kv
     heads = ((hq, 1), (hk, 2), (hk, 3), (hq, 4))
     q, k, v, dout = (draw(batch, s, h, d, seed) for h, seed in heads)
     kw = launch_kwargs(s, s, d, causal=True)
     fix = fix_kwargs(shift_params(torch.bfloat16))
-    reference = step(q, k, v, dout, kw, fix, settings[0])  # tunes
     launches = (flash_fwd._fwd_launch, flash_bwd._dq_launch, flash_bwd._dkdv_launch)
-    tiles = dict(zip(("fwd", "dq", "dkdv"), (launch.last for launch in launches)))
-    with pinned({launch: launch.last for launch in launches if launch.last is not None}):
+    with contextlib.ExitStack() as scope:
+        scope.enter_context(patched(_common, **{name: getattr(_common, name) for name in FLAGS}))
+        reference = step(q, k, v, dout, kw, fix, settings[0])  # tunes
+        tiles = dict(zip(("fwd", "dq", "dkdv"), (launch.last for launch in launches)))
+        for launch in launches:  # each launcher's table cut to its pick
+            if launch.last is not None:
+                pick = [launch.last]
+                scope.enter_context(patched(launch, table=dict.fromkeys(launch.table, pick)))
         mismatched = [f"{setting}" for setting in settings if not all(
             torch.equal(a, b) for a, b in zip(step(q, k, v, dout, kw, fix, setting), reference))]
         fns = {f"fwd {f}, dq {g}, dkdv {h}": (lambda p=(f, g, h): step(q, k, v, dout, kw, fix, p))
                for f, g, h in settings}
         flops = 3.5 * 4 * batch * hq * s * s * d / 2
         record = rates(fns, rounds, q.device, flops, sustain_s)
-    (_common.FWD_GROUP_PROGRAMS, _common.DQ_GROUP_PROGRAMS,
-     _common.DKDV_GROUP_PROGRAMS) = shipped
     return dict(shape=dict(batch=batch, seqlen=s, heads_q=hq, heads_kv=hk, head_dim=d,
                            causal=True), tiles=tiles, mismatched=mismatched, **record)
 
