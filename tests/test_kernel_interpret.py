@@ -171,9 +171,9 @@ def test_dkdv_with_the_group_split_over_programs(monkeypatch, hk, splits, causal
 
 
 @interp
-@pytest.mark.parametrize("balance", [True, False], ids=["balanced", "grid-order"])
+@pytest.mark.parametrize("balance,programs", [(True, 0), (True, 30), (False, 0)],
+                         ids=["balanced", "balanced-30", "grid-order"])
 @pytest.mark.parametrize("tiles,columns", [(3, 21), (5, 16), (1, 7), (4, 1)])
-@pytest.mark.parametrize("programs", [0, 30])
 def test_scheduled_tile_covers_the_grid_once_heaviest_first(balance, tiles, columns, programs):
     """Every (tile, column) of the grid is computed by exactly one program; with BALANCE the
     launch order runs each group of ``max(programs // tiles, 8)`` columns last (heaviest) tile
