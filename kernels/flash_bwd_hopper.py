@@ -266,7 +266,7 @@ HOPPER_CONFIGS = {64: (2, 240, 128), 128: (2, 240, 64)}
 
 # Programs a causal launch groups (``_dkdv_ws_kernel``); 0: the grid's order. Branch v71b, untimed:
 # the dispatch model (benchmarks/launch_order_sim.py, 132 slots) puts the grid's order at S 4096
-# 3.5% above an even split and groups of 4-8 columns (128-512 programs) within 0.1%.
+# 3.5% above an even split and groups of 8 columns within 0.1%.
 GROUP_PROGRAMS = 0
 
 
