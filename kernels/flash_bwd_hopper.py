@@ -219,9 +219,9 @@ def _dkdv_ws_kernel(
     column = gl.program_id(1)
     if CAUSAL and GROUP_PROGRAMS > 0:
         num_tiles = gl.num_programs(0)
-        group = gl.maximum(GROUP_PROGRAMS // num_tiles, 8)
+        columns = gl.maximum(GROUP_PROGRAMS // num_tiles, 8)  # not ``group``: the heads per KV
         tile, column = ranked_tile(column * num_tiles + tile, num_tiles, gl.num_programs(1),
-                                   group, True)
+                                   columns, True)
         tile = num_tiles - 1 - tile
     start_n = tile * 128
     split = column % splits  # this program's share of the group's query heads
