@@ -8,10 +8,10 @@ per SM; since the register caps (v57a) the D64 forward runs four or five, and th
 split where larger groups come within 1-2%. Per shape this times forward + backward with the
 Triton forward's, dQ's and dK/dV's ``GROUP_PROGRAMS`` (``_common.FWD_GROUP_PROGRAMS``,
 ``DQ_GROUP_PROGRAMS``, ``DKDV_GROUP_PROGRAMS``) and the Gluon dK/dV's
-(``flash_bwd_hopper.GROUP_PROGRAMS``, 0 where a setting names three) set to each setting of
-``--settings`` (0: groups of 8 columns, and the dK/dVs' grid order), the tiles pinned to the
-tuner's picks for the first setting, back to back for ``--sustain-s`` seconds a round
-(``timing.sustained_ms``), ``--rounds`` rounds in rotated order. Every setting's outputs and
+(``flash_bwd_hopper.GROUP_PROGRAMS``, the shipped value where a setting names three) set to
+each setting of ``--settings`` (0: groups of 8 columns, and the dK/dVs' grid order), the tiles
+pinned to the tuner's picks for the first setting, back to back for ``--sustain-s`` seconds a
+round (``timing.sustained_ms``), ``--rounds`` rounds in rotated order. Every setting's outputs and
 gradients must equal the first one's bit for bit (the grouping only reorders the programs).
 Plans are off (``_prepared``), so each call reads the flags.
 
@@ -98,7 +98,8 @@ def main() -> None:
     t0 = time.time()
     _prepared.ENABLED = False
     cases = [tuple(int(x) for x in c.split(":")) for c in args.cases]
-    settings = [(*(int(x) for x in p.split(":")), 0)[:4] for p in args.settings]
+    settings = [(*(int(x) for x in p.split(":")), flash_bwd_hopper.GROUP_PROGRAMS)[:4]
+                for p in args.settings]
     result = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__,
                   timing=f"back to back {args.sustain_s} s, {args.rounds} rounds", timings=[])
     shown = ("shape", "tiles", "mismatched", "tflops")

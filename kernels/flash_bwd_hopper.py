@@ -264,10 +264,12 @@ def _dkdv_ws_kernel(
 # at both head dims (the config timed first measured 2-6% slower in both runs), so 2.
 HOPPER_CONFIGS = {64: (2, 240, 128), 128: (2, 240, 64)}
 
-# Programs a causal launch groups (``_dkdv_ws_kernel``); 0: the grid's order. Branch v71b, untimed:
-# the dispatch model (benchmarks/launch_order_sim.py, 132 slots) puts the grid's order at S 4096
-# 3.5% above an even split and groups of 8 columns within 0.1%.
-GROUP_PROGRAMS = 0
+# Programs a causal launch groups (``_dkdv_ws_kernel``; 0: the grid's order): at 128 groups of 8
+# columns from 2048 rows. Session 72 (one H200, Triton 3.6, ``gpu/head_group_check.py``, forward
+# + backward back to back) against the grid's order: D64 MHA +0.6% at S 4096, level at 8192; D64
+# GQA 8:1 S 8192 +1.4%; D128 MHA +0.9% at S 2048, level at 4096; D128 GQA 8:1 S 4096 +1.7%.
+# 512 programs ran level to -0.6% against 128, 1024 0.7-3.3% slower than the grid's order.
+GROUP_PROGRAMS = 128
 
 
 def faster_routes(triton_version: str) -> dict[tuple[int, bool, bool], int]:
