@@ -7,15 +7,16 @@ per SM; since the register caps (v57a) the D64 forward runs four or five, and th
 (``benchmarks/launch_order_sim.py``) then puts groups of 8 columns several percent above an even
 split where larger groups come within 1-2%. Per shape this times forward + backward with the
 Triton forward's, dQ's and dK/dV's ``GROUP_PROGRAMS`` (``_common.FWD_GROUP_PROGRAMS``,
-``DQ_GROUP_PROGRAMS``, ``DKDV_GROUP_PROGRAMS``) set to each triple of ``--settings`` (0: groups
-of 8 columns, and the dK/dV's grid order), the tiles pinned to the tuner's picks for the first
-triple, back to back for ``--sustain-s`` seconds a round (``timing.sustained_ms``), ``--rounds``
-rounds in rotated order. Every triple's outputs and gradients must equal the first one's bit for
-bit (the grouping only reorders the programs). Plans are off (``_prepared``), so each call reads
-the flags.
+``DQ_GROUP_PROGRAMS``, ``DKDV_GROUP_PROGRAMS``) and the Gluon dK/dV's
+(``flash_bwd_hopper.GROUP_PROGRAMS``, the shipped value where a setting names three) set to
+each setting of ``--settings`` (0: groups of 8 columns, and the dK/dVs' grid order), the tiles
+pinned to the tuner's picks for the first setting, back to back for ``--sustain-s`` seconds a
+round (``timing.sustained_ms``), ``--rounds`` rounds in rotated order. Every setting's outputs and
+gradients must equal the first one's bit for bit (the grouping only reorders the programs).
+Plans are off (``_prepared``), so each call reads the flags.
 
 Run: ``PYTHONPATH=$PWD python gpu/head_group_check.py --out groups.json [--settings 0:0:0
-1024:512:512] [--cases 64:1:2048 64:8:2048 128:1:4096] [--rounds 3] [--sustain-s 1]
+1024:512:512:512] [--cases 64:1:2048 64:8:2048 128:1:4096] [--rounds 3] [--sustain-s 1]
 [--budget-s 400]`` (case: head dim, query heads per KV head, sequence length; causal, bf16, 16k
 tokens a batch).
 """
@@ -31,26 +32,28 @@ import torch
 from gpu.route_check import draw, patched, query_heads
 from gpu.timed_checks import rates, time_within_budget
 from hf_stable_attn.kernels import _common, _prepared, flash_attn_bwd, flash_attn_fwd
-from hf_stable_attn.kernels import flash_bwd, flash_fwd
+from hf_stable_attn.kernels import flash_bwd, flash_bwd_hopper, flash_fwd
 from hf_stable_attn.shift_rule import shift_params
 from hf_stable_attn.testing import fix_kwargs, launch_kwargs
 
 TOKENS = 16384
 
 
-FLAGS = ("FWD_GROUP_PROGRAMS", "DQ_GROUP_PROGRAMS", "DKDV_GROUP_PROGRAMS")  # in ``_common``
+# (module, attribute) of each flag a setting sets, in order.
+FLAGS = ((_common, "FWD_GROUP_PROGRAMS"), (_common, "DQ_GROUP_PROGRAMS"),
+         (_common, "DKDV_GROUP_PROGRAMS"), (flash_bwd_hopper, "GROUP_PROGRAMS"))
 
 
-def step(q, k, v, dout, kw, fix, setting: tuple[int, int, int]):
-    """Forward + backward with the forward's, dQ's and dK/dV's ``GROUP_PROGRAMS`` ``setting``
-    (``FLAGS``): (out, lse, dq, dk, dv)."""
-    for name, value in zip(FLAGS, setting):
-        setattr(_common, name, value)
+def step(q, k, v, dout, kw, fix, setting: tuple[int, int, int, int]):
+    """Forward + backward with the Triton forward's, dQ's and dK/dV's and the Gluon dK/dV's
+    ``GROUP_PROGRAMS`` ``setting`` (``FLAGS``): (out, lse, dq, dk, dv)."""
+    for (module, name), value in zip(FLAGS, setting):
+        setattr(module, name, value)
     out, lse = flash_attn_fwd(q, k, v, **kw, **fix)
     return (out, lse, *flash_attn_bwd(dout, q, k, v, out, lse, **kw))
 
 
-def measure(case: tuple[int, int, int], settings: list[tuple[int, int, int]], rounds: int,
+def measure(case: tuple[int, int, int], settings: list[tuple[int, int, int, int]], rounds: int,
             sustain_s: float):
     """One causal shape's ``settings`` timed, and checked against the first; the flags are
     restored after."""
@@ -63,7 +66,8 @@ def measure(case: tuple[int, int, int], settings: list[tuple[int, int, int]], ro
     fix = fix_kwargs(shift_params(torch.bfloat16))
     launches = (flash_fwd._fwd_launch, flash_bwd._dq_launch, flash_bwd._dkdv_launch)
     with contextlib.ExitStack() as scope:
-        scope.enter_context(patched(_common, **{name: getattr(_common, name) for name in FLAGS}))
+        for module, name in FLAGS:
+            scope.enter_context(patched(module, **{name: getattr(module, name)}))
         reference = step(q, k, v, dout, kw, fix, settings[0])  # tunes
         tiles = dict(zip(("fwd", "dq", "dkdv"), (launch.last for launch in launches)))
         for launch in launches:  # each launcher's table cut to its pick
@@ -72,8 +76,8 @@ def measure(case: tuple[int, int, int], settings: list[tuple[int, int, int]], ro
                 scope.enter_context(patched(launch, table=dict.fromkeys(launch.table, pick)))
         mismatched = [f"{setting}" for setting in settings if not all(
             torch.equal(a, b) for a, b in zip(step(q, k, v, dout, kw, fix, setting), reference))]
-        fns = {f"fwd {f}, dq {g}, dkdv {h}": (lambda p=(f, g, h): step(q, k, v, dout, kw, fix, p))
-               for f, g, h in settings}
+        fns = {"fwd {}, dq {}, dkdv {}, gluon dkdv {}".format(*p):
+               (lambda p=p: step(q, k, v, dout, kw, fix, p)) for p in settings}
         flops = 3.5 * 4 * batch * hq * s * s * d / 2
         record = rates(fns, rounds, q.device, flops, sustain_s)
     return dict(shape=dict(batch=batch, seqlen=s, heads_q=hq, heads_kv=hk, head_dim=d,
@@ -84,8 +88,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--settings", nargs="+", default=["0:0:0", "1024:512:512"],
-                    help="forward:dQ:dK/dV GROUP_PROGRAMS (0: groups of 8 columns, the dK/dV's "
-                         "grid order), the first tuned")
+                    help="forward:dQ:dK/dV[:Gluon dK/dV] GROUP_PROGRAMS (0: groups of 8 "
+                         "columns, the dK/dVs' grid order), the first tuned")
     ap.add_argument("--cases", nargs="+", default=["64:1:2048", "64:8:2048", "64:1:4096"])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--sustain-s", type=float, default=1.0)
@@ -94,7 +98,8 @@ def main() -> None:
     t0 = time.time()
     _prepared.ENABLED = False
     cases = [tuple(int(x) for x in c.split(":")) for c in args.cases]
-    settings = [tuple(int(x) for x in p.split(":")) for p in args.settings]
+    settings = [(*(int(x) for x in p.split(":")), flash_bwd_hopper.GROUP_PROGRAMS)[:4]
+                for p in args.settings]
     result = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__,
                   timing=f"back to back {args.sustain_s} s, {args.rounds} rounds", timings=[])
     shown = ("shape", "tiles", "mismatched", "tflops")

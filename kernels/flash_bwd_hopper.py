@@ -38,8 +38,8 @@ from ._common import (
     COMPILE_OPTIONS, LOG2E, ceil_div, launch_compiled, release_below,
 )
 from ._hopper_ring import (
-    flag_barriers, host_descriptor, key_tiles, load_rows, load_slot, query_tile, release_slot,
-    ring_barriers,
+    flag_barriers, host_descriptor, key_tiles, load_rows, load_slot, query_tile, ranked_tile,
+    release_slot, ring_barriers,
 )
 from . import flash_fwd_hopper
 
@@ -205,16 +205,27 @@ def _dkdv_ws_kernel(
     seqlen_q, seqlen_k, num_heads_k, group, splits,
     qk_scale, softmax_scale,
     CAUSAL: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, TILE_M: gl.constexpr,
-    CONSUMER_REGS: gl.constexpr, num_warps: gl.constexpr,
+    CONSUMER_REGS: gl.constexpr, GROUP_PROGRAMS: gl.constexpr, num_warps: gl.constexpr,
 ):
     """Grid (128-key tiles, B * Hk * splits). ``Q``, ``K``, ``V``, ``DO``: ``host_descriptor``s
-    of the (B, S, H, D) tensors, boxes of ``TILE_M`` query rows and 64 keys."""
+    of the (B, S, H, D) tensors, boxes of ``TILE_M`` query rows and 64 keys. Causal grids with
+    ``GROUP_PROGRAMS`` > 0 run in ``ranked_tile``'s groups of ``max(GROUP_PROGRAMS // key tiles,
+    8)`` columns, each group's first (heaviest) key tiles first; otherwise in the grid's order,
+    each column's first key tile first."""
     dtype: gl.constexpr = Q.dtype
     tile_shared: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, HEAD_DIM], dtype)
     q_shared: gl.constexpr = gl.NVMMASharedLayout.get_default_for([TILE_M, HEAD_DIM], dtype)
-    start_n = gl.program_id(0) * 128
-    split = gl.program_id(1) % splits  # this program's share of the group's query heads
-    bh = gl.program_id(1) // splits
+    tile = gl.program_id(0)
+    column = gl.program_id(1)
+    if CAUSAL and GROUP_PROGRAMS > 0:
+        num_tiles = gl.num_programs(0)
+        columns = gl.maximum(GROUP_PROGRAMS // num_tiles, 8)  # not ``group``: the heads per KV
+        tile, column = ranked_tile(column * num_tiles + tile, num_tiles, gl.num_programs(1),
+                                   columns, True)
+        tile = num_tiles - 1 - tile
+    start_n = tile * 128
+    split = column % splits  # this program's share of the group's query heads
+    bh = column // splits
     b = bh // num_heads_k
     b64 = b.to(gl.int64)
     hk = bh % num_heads_k
@@ -252,6 +263,13 @@ def _dkdv_ws_kernel(
 # 64-row ones by 11% not causal; 2 and 3 stages came within the runs' order bias of each other
 # at both head dims (the config timed first measured 2-6% slower in both runs), so 2.
 HOPPER_CONFIGS = {64: (2, 240, 128), 128: (2, 240, 64)}
+
+# Programs a causal launch groups (``_dkdv_ws_kernel``; 0: the grid's order): at 128 groups of 8
+# columns from 2048 rows. Session 72 (one H200, Triton 3.6, ``gpu/head_group_check.py``, forward
+# + backward back to back) against the grid's order: D64 MHA +0.6% at S 4096, level at 8192; D64
+# GQA 8:1 S 8192 +1.4%; D128 MHA +0.9% at S 2048, level at 4096; D128 GQA 8:1 S 4096 +1.7%.
+# 512 programs ran level to -0.6% against 128, 1024 0.7-3.3% slower than the grid's order.
+GROUP_PROGRAMS = 128
 
 
 def faster_routes(triton_version: str) -> dict[tuple[int, bool, bool], int]:
@@ -346,7 +364,7 @@ def dkdv_hopper(q, k, v, dout, lse, delta, dk_out, dv_out, *, softmax_scale, cau
         sq, sk, hk, hq // hk, splits,
         float(softmax_scale * LOG2E), float(softmax_scale),
     ), dict(CAUSAL=bool(causal), HEAD_DIM=head_dim, STAGES=stages, TILE_M=tile_m,
-            CONSUMER_REGS=regs), num_warps=4, **COMPILE_OPTIONS)
+            CONSUMER_REGS=regs, GROUP_PROGRAMS=GROUP_PROGRAMS), num_warps=4, **COMPILE_OPTIONS)
 
 
 # --- dQ (v20b): per 128-row query tile, the forward's partitions with the dQ step ---

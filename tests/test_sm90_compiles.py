@@ -35,6 +35,7 @@ from kernel_stand_in import KernelStandIn  # noqa: E402
 pytestmark = pytest.mark.skipif(INTERPRET, reason="the kernels' GPU code is not traced under "
                                                   "TRITON_INTERPRET=1")
 
+
 def _descriptor_rows(module, kernel_name: str, launch) -> dict[str, int]:
     """The box rows of each host TMA descriptor that ``launch`` (a call of ``module``'s launcher
     on CPU tensors) passes to ``module.<kernel_name>``, stood in: what the compiled kernel's
@@ -179,14 +180,17 @@ def test_the_gluon_forward_compiles_without_ping_pong_for_stacked_heads(persiste
 
 
 @pytest.mark.parametrize("split", [False, True], ids=["bf16-dkdv", "fp32-partials"])
-@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("causal,grouped",
+                         [(False, 0), (True, 0), (True, flash_bwd_hopper.GROUP_PROGRAMS)],
+                         ids=["full", "causal", "causal-grouped"])
 @pytest.mark.parametrize("head_dim", sorted(flash_bwd_hopper.HOPPER_CONFIGS))
-def test_the_gluon_dkdv_compiles(head_dim, causal, split):
+def test_the_gluon_dkdv_compiles(head_dim, causal, grouped, split):
     stages, regs, tile_m = flash_bwd_hopper.HOPPER_CONFIGS[head_dim]
     partials = {"DK": "*fp32", "DV": "*fp32"} if split else None
     compiled = compile_for(flash_bwd_hopper._dkdv_ws_kernel, dict(
         CAUSAL=causal, HEAD_DIM=head_dim, STAGES=stages, TILE_M=tile_m, CONSUMER_REGS=regs,
-        num_warps=4), pointers=partials, descriptors=_backward_rows("_dkdv_ws_kernel", head_dim))
+        GROUP_PROGRAMS=grouped, num_warps=4), pointers=partials,
+        descriptors=_backward_rows("_dkdv_ws_kernel", head_dim))
     assert compiled.metadata.num_warps == 12
 
 

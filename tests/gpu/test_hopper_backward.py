@@ -189,3 +189,25 @@ def test_the_gluon_dkdv_gives_equal_bits_with_several_heads_a_program(monkeypatc
     monkeypatch.setattr(flash_bwd_hopper, "FASTER",
                         {**flash_bwd_hopper.FASTER, (64, True, True): 0})
     _equal_bits_on_repeats((8, 2048, 32, 4, 64, True), repeats=100)
+
+
+@pytest.mark.parametrize("case", [(2, 2100, 8, 1, 128), (2, 4096, 32, 32, 64), (3, 1024, 8, 2, 64)],
+                         ids=lambda c: f"s{c[1]}-h{c[2]}:{c[3]}-d{c[4]}")
+def test_the_gluon_dkdv_causal_order_leaves_the_bits(case, monkeypatch):
+    """The causal launch order (``GROUP_PROGRAMS``: groups of columns, heaviest key tiles first)
+    only reorders programs: the gradients equal the grid order's (0) bit for bit, with fewer
+    columns than a group (2100 rows: one KV head, a split group) and with more."""
+    batch, s, hq, hk, d = case
+    monkeypatch.setattr(flash_bwd_hopper, "FASTER",
+                        {**flash_bwd_hopper.FASTER, (d, True, hq > hk): 0})
+    q, k, v, dout = _inputs(batch, s, s, hq, hk, d, torch.bfloat16, False, seed=s + hq)
+    kw = launch_kwargs(s, s, d, causal=True)
+    out, lse = flash_attn_fwd(q, k, v, **kw, **fix_kwargs(shift_params(q.dtype)))
+    grads = {}
+    for programs in (0, flash_bwd_hopper.GROUP_PROGRAMS):
+        monkeypatch.setattr(flash_bwd_hopper, "GROUP_PROGRAMS", programs)
+        LAUNCHES["dkdv"].last = None
+        grads[programs] = flash_attn_bwd(dout, q, k, v, out, lse, **kw)
+        assert LAUNCHES["dkdv"].last == flash_bwd_hopper.tile_record(d)
+    assert flash_bwd_hopper.GROUP_PROGRAMS > 0
+    assert all(torch.equal(a, b) for a, b in zip(*grads.values()))
