@@ -191,12 +191,13 @@ def test_the_gluon_dkdv_gives_equal_bits_with_several_heads_a_program(monkeypatc
     _equal_bits_on_repeats((8, 2048, 32, 4, 64, True), repeats=100)
 
 
-@pytest.mark.parametrize("case", [(2, 2100, 8, 1, 128), (2, 4096, 32, 32, 64), (3, 1024, 8, 2, 64)],
+@pytest.mark.parametrize("case", [(2, 2100, 8, 1, 128), (2, 4096, 32, 32, 64), (3, 2048, 8, 2, 64)],
                          ids=lambda c: f"s{c[1]}-h{c[2]}:{c[3]}-d{c[4]}")
 def test_the_gluon_dkdv_causal_order_leaves_the_bits(case, monkeypatch):
     """The causal launch order (``GROUP_PROGRAMS``: groups of columns, heaviest key tiles first)
     only reorders programs: the gradients equal the grid order's (0) bit for bit, with fewer
-    columns than a group (2100 rows: one KV head, a split group) and with more."""
+    columns than a group (2100 rows: one KV head, a split group) and with more. (Causal calls
+    below ``TMA_MIN_SEQLEN`` rows take the Triton dK/dV.)"""
     batch, s, hq, hk, d = case
     monkeypatch.setattr(flash_bwd_hopper, "FASTER",
                         {**flash_bwd_hopper.FASTER, (d, True, hq > hk): 0})
