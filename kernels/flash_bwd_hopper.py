@@ -268,7 +268,8 @@ HOPPER_CONFIGS = {64: (2, 240, 128), 128: (2, 240, 64)}
 # columns from 2048 rows. Session 72 (one H200, Triton 3.6, ``gpu/head_group_check.py``, forward
 # + backward back to back) against the grid's order: D64 MHA +0.6% at S 4096, level at 8192; D64
 # GQA 8:1 S 8192 +1.4%; D128 MHA +0.9% at S 2048, level at 4096; D128 GQA 8:1 S 4096 +1.7%.
-# 512 programs ran level to -0.6% against 128, 1024 0.7-3.3% slower than the grid's order.
+# 512 programs ran +0.03% to -1.4% against 128, 1024 programs 0.3-3.2% slower than the grid's
+# order.
 GROUP_PROGRAMS = 128
 
 
