@@ -191,13 +191,16 @@ def test_the_gluon_dkdv_gives_equal_bits_with_several_heads_a_program(monkeypatc
     _equal_bits_on_repeats((8, 2048, 32, 4, 64, True), repeats=100)
 
 
-@pytest.mark.parametrize("case", [(2, 2100, 8, 1, 128), (2, 4096, 32, 32, 64), (3, 2048, 8, 2, 64)],
-                         ids=lambda c: f"s{c[1]}-h{c[2]}:{c[3]}-d{c[4]}")
+@pytest.mark.parametrize("case", [
+    (2, 2100, 8, 1, 128), (2, 4096, 32, 32, 64), (3, 2048, 8, 2, 64),
+    (1, 2100, 8, 1, 128), (3, 2048, 6, 2, 64)],
+    ids=lambda c: f"b{c[0]}-s{c[1]}-h{c[2]}:{c[3]}-d{c[4]}")
 def test_the_gluon_dkdv_causal_order_leaves_the_bits(case, monkeypatch):
     """The causal launch order (``GROUP_PROGRAMS``: groups of columns, heaviest key tiles first)
-    only reorders programs: the gradients equal the grid order's (0) bit for bit, with fewer
-    columns than a group (2100 rows: one KV head, a split group) and with more. (Causal calls
-    below ``TMA_MIN_SEQLEN`` rows take the Triton dK/dV.)"""
+    only reorders programs: the gradients equal the grid order's (0) bit for bit. Columns (batch
+    x KV heads x group splits, ``flash_bwd.dkdv_splits`` on an H100/H200): 8 (one group of 8),
+    64, 24, then 4 (fewer than a group) and 18 (a last group of 2). (Causal calls below
+    ``TMA_MIN_SEQLEN`` rows take the Triton dK/dV.)"""
     batch, s, hq, hk, d = case
     monkeypatch.setattr(flash_bwd_hopper, "FASTER",
                         {**flash_bwd_hopper.FASTER, (d, True, hq > hk): 0})
