@@ -22,11 +22,13 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
+from ._common import MIN_HEAD_GROUP
+
 # The TMA load into shared memory: ``async_load`` from triton 3.9 on (where the old name raises),
 # ``async_copy_global_to_shared`` before; both take (descriptor, coordinates, barrier, buffer).
 tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
 
-HEAD_GROUP = gl.constexpr(8)  # columns a group (_common.scheduled_tile's least)
+HEAD_GROUP = gl.constexpr(MIN_HEAD_GROUP.value)  # columns a group, as scheduled_tile's least
 GL_DTYPES = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}
 
 
