@@ -74,12 +74,11 @@ def ranked_tile(rank, num_tiles, num_columns, group, CAUSAL: gl.constexpr):
 
 
 @gluon.jit
-def heaviest_first(tile, column):
-    """``ranked_tile`` of a program in a causal grid (query tiles, columns), in groups of
-    ``HEAD_GROUP`` columns."""
+def heaviest_first(tile, column, group=HEAD_GROUP):
+    """``ranked_tile`` of a program in a causal grid (tiles, columns), in groups of ``group``
+    columns, each group's last tiles first."""
     num_tiles = gl.num_programs(0)
-    return ranked_tile(column * num_tiles + tile, num_tiles, gl.num_programs(1), HEAD_GROUP,
-                       True)
+    return ranked_tile(column * num_tiles + tile, num_tiles, gl.num_programs(1), group, True)
 
 
 @gluon.jit

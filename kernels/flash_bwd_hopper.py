@@ -38,8 +38,8 @@ from ._common import (
     COMPILE_OPTIONS, LOG2E, ceil_div, launch_compiled, release_below,
 )
 from ._hopper_ring import (
-    HEAD_GROUP, flag_barriers, host_descriptor, key_tiles, load_rows, load_slot, query_tile,
-    ranked_tile, release_slot, ring_barriers,
+    HEAD_GROUP, flag_barriers, heaviest_first, host_descriptor, key_tiles, load_rows, load_slot,
+    query_tile, release_slot, ring_barriers,
 )
 from . import flash_fwd_hopper
 
@@ -209,20 +209,18 @@ def _dkdv_ws_kernel(
 ):
     """Grid (128-key tiles, B * Hk * splits). ``Q``, ``K``, ``V``, ``DO``: ``host_descriptor``s
     of the (B, S, H, D) tensors, boxes of ``TILE_M`` query rows and 64 keys. Causal grids with
-    ``GROUP_PROGRAMS`` > 0 run in ``ranked_tile``'s groups of ``max(GROUP_PROGRAMS // key tiles,
-    HEAD_GROUP)`` columns, each group's first (heaviest) key tiles first; otherwise in the grid's
-    order, each column's first key tile first."""
+    ``GROUP_PROGRAMS`` > 0 run in ``heaviest_first``'s groups of ``max(GROUP_PROGRAMS // key
+    tiles, HEAD_GROUP)`` columns, each group's first (heaviest) key tiles first; otherwise in the
+    grid's order, each column's first key tile first."""
     dtype: gl.constexpr = Q.dtype
     tile_shared: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, HEAD_DIM], dtype)
     q_shared: gl.constexpr = gl.NVMMASharedLayout.get_default_for([TILE_M, HEAD_DIM], dtype)
     tile = gl.program_id(0)
     column = gl.program_id(1)
-    if CAUSAL and GROUP_PROGRAMS > 0:
+    if CAUSAL and GROUP_PROGRAMS > 0:  # key tiles reversed: a causal mask's first are heaviest
         num_tiles = gl.num_programs(0)
-        # Not named ``group``: that argument is the query heads per KV head.
-        columns = gl.maximum(GROUP_PROGRAMS // num_tiles, HEAD_GROUP)
-        tile, column = ranked_tile(column * num_tiles + tile, num_tiles, gl.num_programs(1),
-                                   columns, True)
+        tile, column = heaviest_first(tile, column,
+                                      gl.maximum(GROUP_PROGRAMS // num_tiles, HEAD_GROUP))
         tile = num_tiles - 1 - tile
     start_n = tile * 128
     split = column % splits  # this program's share of the group's query heads
