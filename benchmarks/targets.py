@@ -1,0 +1,118 @@
+"""Issue 4's targets over the runs that together cover its 24 shapes: each target shape taken
+from one results file (the last one named that has it, so every ratio stays within one run),
+a table of ours against each peer per shape with the targets it misses, and
+``make_tables.target_summary`` over the stitched shapes, from the ``do_bench`` medians and,
+where the runs have them, from the back-to-back timings (``--sustain-s``).
+
+    python -m benchmarks.targets benchmarks/results/A-attention.json B-attention.json ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+from pathlib import Path
+
+from benchmarks.make_tables import (
+    NOFIX, OURS, TARGETS, _field, _has_sustained, _ratio, _shape_rows, _table, _target_shapes,
+    target_summary,
+)
+
+MODE = "fwd_bwd"
+# (seqlen, head_dim, causal, query heads per KV head) of issue 4's 24 bf16 target shapes.
+TARGET_SET = tuple(itertools.product((2048, 4096, 8192), (64, 128), (False, True), (1, 8)))
+
+
+def stitch(paths: list[str]) -> tuple[list[dict], dict[tuple, str]]:
+    """The ``fwd_bwd`` records of ``paths`` (attention results), one file per shape: a later
+    file's records of a shape replace an earlier one's. Returns the records and, per shape key
+    (``make_tables.SHAPE_KEYS``), the name of the file they came from."""
+    chosen: dict[tuple, tuple[str, dict[str, dict]]] = {}
+    for path in paths:
+        data = json.loads(Path(path).read_text())
+        if data.get("benchmark") != "attention":
+            raise ValueError(f"{path}: not an attention sweep "
+                             f"(benchmark={data.get('benchmark')!r})")
+        for shape, by_impl in _shape_rows(data["records"]).get(("bf16", MODE), {}).items():
+            chosen[shape] = (Path(path).name, by_impl)
+    records = [r for _, by_impl in chosen.values() for r in by_impl.values()]
+    return records, {shape: name for shape, (name, _) in chosen.items()}
+
+
+def _group(shape: tuple) -> int:
+    seqlen, head_dim, causal, hq, hkv, batch = shape
+    return hq // hkv
+
+
+def missing(records: list[dict]) -> list[tuple]:
+    """``TARGET_SET`` entries that no record covers."""
+    have = {(s[0], s[1], s[2], _group(s)) for s in _target_shapes(records, MODE)}
+    return [t for t in TARGET_SET if t not in have]
+
+
+def _misses(by_impl: dict[str, dict], field: str) -> list[str]:
+    """The ``TARGETS`` labels this shape's ``field`` rates miss."""
+    out = []
+    for label, peer, target, higher in TARGETS:
+        ours, other = _field(by_impl, OURS, field), _field(by_impl, peer, field)
+        ratio = _ratio(other, ours) if peer == NOFIX else _ratio(ours, other)
+        if ratio is not None and (ratio < target if higher else ratio > target):
+            out.append(label)
+    return out
+
+
+def shape_table(records: list[dict], sources: dict[tuple, str]) -> list[str]:
+    """Per target shape: ours' median ms, ours over FA2, cuDNN and FlexAttention, the fix's cost
+    (nofix/fix), FA2's ratio and the fix's cost back to back, the source file and the targets
+    the medians miss."""
+    rows = []
+    shapes = _target_shapes(records, MODE)
+    for shape in sorted(shapes, key=lambda s: (s[1], not s[2], _group(s), s[0])):
+        by = shapes[shape]
+        seqlen, head_dim, causal, hq, hkv, _ = shape
+
+        def cell(num, den, field="tflops", digits=3):
+            ratio = _ratio(_field(by, num, field), _field(by, den, field))
+            return "—" if ratio is None else f"{ratio:.{digits}f}"
+
+        ms = _field(by, OURS, "ms")
+        rows.append([str(seqlen), str(head_dim), "yes" if causal else "no", f"{hq}/{hkv}",
+                     "—" if ms is None else f"{ms:.3f}", cell(OURS, "sdpa_flash"),
+                     cell(OURS, "sdpa_cudnn"), cell(OURS, "flex"), cell(NOFIX, OURS),
+                     cell(OURS, "sdpa_flash", "tflops_sustained"),
+                     cell(NOFIX, OURS, "tflops_sustained"), f"`{sources[shape]}`",
+                     ", ".join(_misses(by, "tflops")) or "none"])
+    header = ["S", "D", "causal", "Hq/Hkv", "ours ms", "ours/FA2", "ours/cuDNN", "ours/flex",
+              "fix cost", "ours/FA2, back to back", "fix cost, back to back", "file",
+              "targets missed (medians)"]
+    return _table(header, rows)
+
+
+def report(paths: list[str]) -> str:
+    """Markdown: the per-shape table, the targets from medians and back to back, and the target
+    shapes no file covers."""
+    records, sources = stitch(paths)
+    out = [f"Issue 4's target shapes from {len(paths)} file(s), each shape from one run:", ""]
+    out += shape_table(records, sources) + ["", "Targets, `do_bench` medians:", ""]
+    out += target_summary(records) + [""]
+    if _has_sustained(records):
+        out += ["Targets, back to back:", ""] + target_summary(records, "tflops_sustained") + [""]
+    gaps = missing(records)
+    if gaps:
+        out.append(f"Not covered ({len(gaps)} of {len(TARGET_SET)}): " + "; ".join(
+            f"S {s} D{d} {'causal' if c else 'no mask'} {'MHA' if g == 1 else f'GQA {g}:1'}"
+            for s, d, c, g in gaps))
+    return "\n".join(out).rstrip() + "\n"
+
+
+def main(argv=None) -> str:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("results", nargs="+", help="attention results JSON files, oldest first")
+    text = report(p.parse_args(argv).results)
+    print(text, end="")
+    return text
+
+
+if __name__ == "__main__":
+    main()
