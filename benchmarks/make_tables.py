@@ -54,7 +54,7 @@ def _fmt_ratio(x: float | None, digits: int = 2) -> str:
     return "—" if x is None else f"{x:.{digits}f}"
 
 
-def _ratio(a: float | None, b: float | None) -> float | None:
+def rate_ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a and b else None
 
 
@@ -62,7 +62,7 @@ def _geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+def markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     return lines + ["| " + " | ".join(row) + " |" for row in rows]
 
@@ -84,7 +84,7 @@ def _heading(title: str, data: dict, path: str) -> list[str]:
     return out + [f"Note: {data['note'].rstrip('.')}.", ""] if data.get("note") else out
 
 
-def _shape_rows(records: list[dict]) -> dict[tuple, dict[str, dict]]:
+def shape_rows(records: list[dict]) -> dict[tuple, dict[str, dict]]:
     """``{(dtype, mode): {shape_key: {impl: record}}}`` in first-seen order."""
     groups: dict[tuple, dict] = {}
     for r in records:
@@ -93,15 +93,15 @@ def _shape_rows(records: list[dict]) -> dict[tuple, dict[str, dict]]:
     return groups
 
 
-def _field(by_impl: dict[str, dict], impl: str, name: str = "tflops") -> float | None:
+def record_field(by_impl: dict[str, dict], impl: str, name: str = "tflops") -> float | None:
     """Field ``name`` of ``impl``'s record in one shape's ``{impl: record}``, None if absent."""
     r = by_impl.get(impl)
     return r.get(name) if r else None
 
 
-def _target_shapes(records: list[dict], mode: str) -> dict[tuple, dict[str, dict]]:
+def target_shapes(records: list[dict], mode: str) -> dict[tuple, dict[str, dict]]:
     """Issue 4's target shapes (bf16, D 64/128, seqlen >= 2k) of ``mode``: shape -> impl -> record."""
-    groups = _shape_rows(records).get(("bf16", mode), {})
+    groups = shape_rows(records).get(("bf16", mode), {})
     return {s: by for s, by in groups.items() if s[1] in (64, 128) and s[0] >= 2048}
 
 
@@ -110,11 +110,12 @@ def forward_fix_costs(records: list[dict]) -> list[float]:
     ``1 + (fwd(fix) - fwd(nofix)) / fwd_bwd(nofix)``. The backward runs the same kernels with and
     without the fix, so this leaves out the backward's run-to-run spread, which the direct ratio
     of two ``fwd_bwd`` timings carries."""
-    fwd = _target_shapes(records, "fwd")
+    fwd = target_shapes(records, "fwd")
     costs = []
-    for shape, by in _target_shapes(records, "fwd_bwd").items():
-        parts = (_field(fwd.get(shape, {}), OURS, "ms"), _field(fwd.get(shape, {}), NOFIX, "ms"),
-                 _field(by, NOFIX, "ms"))
+    for shape, by in target_shapes(records, "fwd_bwd").items():
+        forward = fwd.get(shape, {})
+        parts = (record_field(forward, OURS, "ms"), record_field(forward, NOFIX, "ms"),
+                 record_field(by, NOFIX, "ms"))
         if all(parts):
             costs.append(1.0 + (parts[0] - parts[1]) / parts[2])
     return costs
@@ -137,20 +138,21 @@ def target_summary(records: list[dict], field: str = "tflops") -> list[str]:
     the rates in ``field`` (``tflops_sustained``: the calls run back to back), and, for
     ``tflops``, the fix's cost once more from the forward timings (``forward_fix_costs``) where
     the run has them."""
-    shapes = _target_shapes(records, "fwd_bwd")
+    shapes = target_shapes(records, "fwd_bwd")
     rows = []
     for label, peer, target, higher in TARGETS:
         if peer == NOFIX:
-            ratios = [_ratio(_field(by, NOFIX, field), _field(by, OURS, field))
+            ratios = [rate_ratio(record_field(by, NOFIX, field), record_field(by, OURS, field))
                       for by in shapes.values()]
         else:
-            ratios = [_ratio(_field(by, OURS, field), _field(by, peer, field))
+            ratios = [rate_ratio(record_field(by, OURS, field), record_field(by, peer, field))
                       for by in shapes.values()]
         rows.append(_target_row(label, [x for x in ratios if x is not None], target, higher))
     from_forward = forward_fix_costs(records) if field == "tflops" else []
     if from_forward:
         rows.append(_target_row(FORWARD_FIX_COST, from_forward, 1.03, False))
-    return _table(["ratio (TFLOP/s)", "target", "geomean", "worst", "shapes", "verdict"], rows)
+    header = ["ratio (TFLOP/s)", "target", "geomean", "worst", "shapes", "verdict"]
+    return markdown_table(header, rows)
 
 
 def _rate_header(impls: list[str]) -> list[str]:
@@ -167,15 +169,15 @@ def _shape_cells(shape: tuple) -> list[str]:
 
 def _ratio_cells(by_impl: dict[str, dict], impls: list[str], field: str) -> list[str]:
     """Ours over each peer in ``RATIO_COLUMNS``, then the fix's cost, from the rates in ``field``."""
-    cells = [_fmt_ratio(_ratio(_field(by_impl, OURS, field), _field(by_impl, peer, field)))
+    ours = record_field(by_impl, OURS, field)
+    cells = [_fmt_ratio(rate_ratio(ours, record_field(by_impl, peer, field)))
              for _, peer in RATIO_COLUMNS if peer in impls]
     if NOFIX in impls and OURS in impls:
-        cells.append(_fmt_ratio(_ratio(_field(by_impl, NOFIX, field),
-                                       _field(by_impl, OURS, field)), 3))
+        cells.append(_fmt_ratio(rate_ratio(record_field(by_impl, NOFIX, field), ours), 3))
     return cells
 
 
-def _has_sustained(records: list[dict]) -> bool:
+def has_sustained(records: list[dict]) -> bool:
     return any(r.get("tflops_sustained") for r in records)
 
 
@@ -185,7 +187,7 @@ def sustained_section(records: list[dict], impls: list[str]) -> list[str]:
     out = ["Targets from the same calls run back to back (`--sustain-s`: the card's steady state "
            "at its power limit):", ""]
     out += target_summary(records, "tflops_sustained") + [""]
-    for (dtype, mode), shapes in _shape_rows(records).items():
+    for (dtype, mode), shapes in shape_rows(records).items():
         if mode != "fwd_bwd":
             continue
         out += [f"#### {dtype} {mode}, back to back: TFLOP/s (SM MHz, share at the power cap)", ""]
@@ -199,7 +201,7 @@ def sustained_section(records: list[dict], impls: list[str]) -> list[str]:
                 clocks = "" if mhz is None else f" ({mhz:.0f}, {_fmt_ratio(capped)})"
                 row.append("—" if rate is None else _fmt(rate) + clocks)
             rows.append(row + _ratio_cells(by_impl, impls, "tflops_sustained"))
-        out += _table(_rate_header(impls), rows) + [""]
+        out += markdown_table(_rate_header(impls), rows) + [""]
     return out
 
 
@@ -211,7 +213,7 @@ def attention_section(data: dict, path: str, brief: bool = False) -> list[str]:
     out += ["Targets of issue 4 (bf16, head dim 64/128, seqlen ≥ 2k, fwd_bwd, same run):", ""]
     out += target_summary(records) + [""]
     footnotes = False
-    for (dtype, mode), shapes in _shape_rows(records).items():
+    for (dtype, mode), shapes in shape_rows(records).items():
         if brief and mode != "fwd_bwd":
             continue
         out += [f"#### {dtype} {mode}: TFLOP/s", ""]
@@ -226,11 +228,11 @@ def attention_section(data: dict, path: str, brief: bool = False) -> list[str]:
                     footnotes = True
                 row.append(cell)
             rows.append(row + _ratio_cells(by_impl, impls, "tflops"))
-        out += _table(_rate_header(impls), rows) + [""]
+        out += markdown_table(_rate_header(impls), rows) + [""]
     if footnotes:
         out += ["† SDPA refused `enable_gqa` for this shape: K/V were `repeat_interleave`d inside the timed call.", ""]
     out += ["✗ refused the shape (see below); — not measured.", ""]
-    if _has_sustained(records):
+    if has_sustained(records):
         out += sustained_section(records, impls)
     if brief:
         refused = sum(1 for r in records if r.get("error"))
@@ -252,7 +254,7 @@ def _tile_cell(tile: list | None) -> str:
 def _tiles_table(records: list[dict]) -> list[str]:
     """The tile configs our kernels ran with in ``fwd_bwd`` (the tuner's picks), per shape."""
     rows = []
-    for (dtype, mode), shapes in _shape_rows(records).items():
+    for (dtype, mode), shapes in shape_rows(records).items():
         if mode != "fwd_bwd":
             continue
         for shape, by_impl in shapes.items():
@@ -267,12 +269,12 @@ def _tiles_table(records: list[dict]) -> list[str]:
         return []
     out = ["#### Tile configs of our kernels in fwd_bwd (BLOCK_M x BLOCK_N, warps, stages)", ""]
     header = ["dtype", "S", "D", "causal", "Hq/Hkv", "forward", "forward, no fix", "dQ", "dK/dV"]
-    return out + _table(header, rows) + [""]
+    return out + markdown_table(header, rows) + [""]
 
 
 def _memory_table(records: list[dict], impls: list[str]) -> list[str]:
     rows = []
-    for (dtype, mode), shapes in _shape_rows(records).items():
+    for (dtype, mode), shapes in shape_rows(records).items():
         if mode != "fwd_bwd":
             continue
         for shape, by_impl in shapes.items():
@@ -283,7 +285,7 @@ def _memory_table(records: list[dict], impls: list[str]) -> list[str]:
     if not rows:
         return []
     out = ["#### Peak memory of fwd_bwd beyond the inputs (MiB)", ""]
-    return out + _table(["dtype", "S", "D", "causal", "Hq/Hkv"] + impls, rows) + [""]
+    return out + markdown_table(["dtype", "S", "D", "causal", "Hq/Hkv"] + impls, rows) + [""]
 
 
 def _compile_table(records: list[dict], impls: list[str]) -> list[str]:
@@ -293,7 +295,7 @@ def _compile_table(records: list[dict], impls: list[str]) -> list[str]:
         if times:
             rows.append([impl, f"{sum(times):.1f}", f"{max(times):.2f}", str(len(times))])
     out = ["#### First-call time (autotuning / compilation, excluded from the timings), seconds", ""]
-    return out + _table(["impl", "total", "max", "calls"], rows) + [""]
+    return out + markdown_table(["impl", "total", "max", "calls"], rows) + [""]
 
 
 def _problems(records: list[dict]) -> list[str]:
@@ -354,10 +356,11 @@ def e2e_section(data: dict, path: str) -> list[str]:
             else:
                 row.append(f"{_fmt(r['tokens_per_s'])} ({_fmt(r['peak_mem_mb'] / 1024) if r.get('peak_mem_mb') else '—'})")
         ours, sdpa = by_impl.get(OURS, {}), by_impl.get("sdpa", {})
-        row.append(_fmt_ratio(_ratio(ours.get("tokens_per_s"), sdpa.get("tokens_per_s"))))
+        row.append(_fmt_ratio(rate_ratio(ours.get("tokens_per_s"), sdpa.get("tokens_per_s"))))
         if NOFIX in impls:
             nofix = by_impl.get(NOFIX, {})
-            row.append(_fmt_ratio(_ratio(nofix.get("tokens_per_s"), ours.get("tokens_per_s")), 3))
+            fix_cost = rate_ratio(nofix.get("tokens_per_s"), ours.get("tokens_per_s"))
+            row.append(_fmt_ratio(fix_cost, 3))
         rows.append(row)
     out += ["Tokens/s (peak GiB); train: batch × seq per step; generate: prompts × prompt length, "
             "tokens/s counts new tokens; left pad: padding tokens at the start of every second "
@@ -365,7 +368,7 @@ def e2e_section(data: dict, path: str) -> list[str]:
             + (" Fix cost: time per step with the fix over without it (stable_flash_nofix / "
                "stable_flash in tokens/s)." if NOFIX in impls else ""), ""]
     ratios = ["stable_flash / sdpa"] + (["fix cost"] if NOFIX in impls else [])
-    out += _table(["model", "mode", "batch", "precision"] + impls + ratios, rows) + [""]
+    out += markdown_table(["model", "mode", "batch", "precision"] + impls + ratios, rows) + [""]
     spread = [f"{r['model']} {r['mode']} `{r['impl']}` "
               + ", ".join(f"{ms:.1f}" for ms in r["ms_per_step_processes"])
               for r in records if len(r.get("ms_per_step_processes") or []) > 1]

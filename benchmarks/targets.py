@@ -15,8 +15,8 @@ import json
 from pathlib import Path
 
 from benchmarks.make_tables import (
-    NOFIX, OURS, TARGETS, _field, _has_sustained, _ratio, _shape_rows, _table, _target_shapes,
-    target_summary,
+    NOFIX, OURS, TARGETS, has_sustained, markdown_table, rate_ratio, record_field, shape_rows,
+    target_shapes, target_summary,
 )
 
 MODE = "fwd_bwd"
@@ -34,7 +34,7 @@ def stitch(paths: list[str]) -> tuple[list[dict], dict[tuple, str]]:
         if data.get("benchmark") != "attention":
             raise ValueError(f"{path}: not an attention sweep "
                              f"(benchmark={data.get('benchmark')!r})")
-        for shape, by_impl in _shape_rows(data["records"]).get(("bf16", MODE), {}).items():
+        for shape, by_impl in shape_rows(data["records"]).get(("bf16", MODE), {}).items():
             chosen[shape] = (Path(path).name, by_impl)
     records = [r for _, by_impl in chosen.values() for r in by_impl.values()]
     return records, {shape: name for shape, (name, _) in chosen.items()}
@@ -47,7 +47,7 @@ def _group(shape: tuple) -> int:
 
 def missing(records: list[dict]) -> list[tuple]:
     """``TARGET_SET`` entries that no record covers."""
-    have = {(s[0], s[1], s[2], _group(s)) for s in _target_shapes(records, MODE)}
+    have = {(s[0], s[1], s[2], _group(s)) for s in target_shapes(records, MODE)}
     return [t for t in TARGET_SET if t not in have]
 
 
@@ -55,8 +55,8 @@ def _misses(by_impl: dict[str, dict], field: str) -> list[str]:
     """The ``TARGETS`` labels this shape's ``field`` rates miss."""
     out = []
     for label, peer, target, higher in TARGETS:
-        ours, other = _field(by_impl, OURS, field), _field(by_impl, peer, field)
-        ratio = _ratio(other, ours) if peer == NOFIX else _ratio(ours, other)
+        ours, other = record_field(by_impl, OURS, field), record_field(by_impl, peer, field)
+        ratio = rate_ratio(other, ours) if peer == NOFIX else rate_ratio(ours, other)
         if ratio is not None and (ratio < target if higher else ratio > target):
             out.append(label)
     return out
@@ -67,16 +67,16 @@ def shape_table(records: list[dict], sources: dict[tuple, str]) -> list[str]:
     (nofix/fix), FA2's ratio and the fix's cost back to back, the source file and the targets
     the medians miss."""
     rows = []
-    shapes = _target_shapes(records, MODE)
+    shapes = target_shapes(records, MODE)
     for shape in sorted(shapes, key=lambda s: (s[1], not s[2], _group(s), s[0])):
         by = shapes[shape]
         seqlen, head_dim, causal, hq, hkv, _ = shape
 
         def cell(num, den, field="tflops", digits=3):
-            ratio = _ratio(_field(by, num, field), _field(by, den, field))
+            ratio = rate_ratio(record_field(by, num, field), record_field(by, den, field))
             return "—" if ratio is None else f"{ratio:.{digits}f}"
 
-        ms = _field(by, OURS, "ms")
+        ms = record_field(by, OURS, "ms")
         rows.append([str(seqlen), str(head_dim), "yes" if causal else "no", f"{hq}/{hkv}",
                      "—" if ms is None else f"{ms:.3f}", cell(OURS, "sdpa_flash"),
                      cell(OURS, "sdpa_cudnn"), cell(OURS, "flex"), cell(NOFIX, OURS),
@@ -86,7 +86,7 @@ def shape_table(records: list[dict], sources: dict[tuple, str]) -> list[str]:
     header = ["S", "D", "causal", "Hq/Hkv", "ours ms", "ours/FA2", "ours/cuDNN", "ours/flex",
               "fix cost", "ours/FA2, back to back", "fix cost, back to back", "file",
               "targets missed (medians)"]
-    return _table(header, rows)
+    return markdown_table(header, rows)
 
 
 def report(paths: list[str]) -> str:
@@ -96,7 +96,7 @@ def report(paths: list[str]) -> str:
     out = [f"Issue 4's target shapes from {len(paths)} file(s), each shape from one run:", ""]
     out += shape_table(records, sources) + ["", "Targets, `do_bench` medians:", ""]
     out += target_summary(records) + [""]
-    if _has_sustained(records):
+    if has_sustained(records):
         out += ["Targets, back to back:", ""] + target_summary(records, "tflops_sustained") + [""]
     gaps = missing(records)
     if gaps:
