@@ -55,6 +55,7 @@ def _fmt_ratio(x: float | None, digits: int = 2) -> str:
 
 
 def rate_ratio(a: float | None, b: float | None) -> float | None:
+    """``a / b``, or None where either is missing or zero."""
     return a / b if a and b else None
 
 
@@ -63,6 +64,7 @@ def _geomean(values: list[float]) -> float:
 
 
 def markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    """A markdown table's lines: ``header``, the rule, one line per row of cells."""
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     return lines + ["| " + " | ".join(row) + " |" for row in rows]
 
