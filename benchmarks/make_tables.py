@@ -123,14 +123,25 @@ def forward_fix_costs(records: list[dict]) -> list[float]:
     return costs
 
 
+def target_ratio(by_impl: dict[str, dict], peer: str, field: str = "tflops") -> float | None:
+    """One shape's ratio for the ``TARGETS`` entry of ``peer``: ours over ``peer``, or for the
+    fix's cost (``peer`` NOFIX) NOFIX over ours; None where a rate is missing."""
+    ours, other = record_field(by_impl, OURS, field), record_field(by_impl, peer, field)
+    return rate_ratio(other, ours) if peer == NOFIX else rate_ratio(ours, other)
+
+
+def meets(ratio: float, target: float, higher: bool) -> bool:
+    """Whether ``ratio`` meets ``target`` (at least it where ``higher``, else at most)."""
+    return ratio >= target if higher else ratio <= target
+
+
 def _target_row(label: str, ratios: list[float], target: float, higher: bool) -> list[str]:
     bound = ("≥ " if higher else "≤ ") + f"{target:.2f}"
     if not ratios:
         return [label, bound, "—", "—", "0", "no data"]
     worst = min(ratios) if higher else max(ratios)
     mean = _geomean(ratios)
-    ok = (mean >= target) if higher else (mean <= target)
-    worst_ok = (worst >= target) if higher else (worst <= target)
+    ok, worst_ok = meets(mean, target, higher), meets(worst, target, higher)
     verdict = "met" if ok and worst_ok else ("met on geomean" if ok else "not met")
     return [label, bound, f"{mean:.3f}", f"{worst:.3f}", str(len(ratios)), verdict]
 
@@ -143,12 +154,7 @@ def target_summary(records: list[dict], field: str = "tflops") -> list[str]:
     shapes = target_shapes(records, "fwd_bwd")
     rows = []
     for label, peer, target, higher in TARGETS:
-        if peer == NOFIX:
-            ratios = [rate_ratio(record_field(by, NOFIX, field), record_field(by, OURS, field))
-                      for by in shapes.values()]
-        else:
-            ratios = [rate_ratio(record_field(by, OURS, field), record_field(by, peer, field))
-                      for by in shapes.values()]
+        ratios = [target_ratio(by, peer, field) for by in shapes.values()]
         rows.append(_target_row(label, [x for x in ratios if x is not None], target, higher))
     from_forward = forward_fix_costs(records) if field == "tflops" else []
     if from_forward:

@@ -15,8 +15,8 @@ import json
 from pathlib import Path
 
 from benchmarks.make_tables import (
-    NOFIX, OURS, TARGETS, has_sustained, markdown_table, rate_ratio, record_field, shape_rows,
-    target_shapes, target_summary,
+    NOFIX, OURS, TARGETS, has_sustained, markdown_table, meets, record_field, shape_rows,
+    target_ratio, target_shapes, target_summary,
 )
 
 MODE = "fwd_bwd"
@@ -53,13 +53,9 @@ def missing(records: list[dict]) -> list[tuple]:
 
 def _misses(by_impl: dict[str, dict], field: str) -> list[str]:
     """The ``TARGETS`` labels this shape's ``field`` rates miss."""
-    out = []
-    for label, peer, target, higher in TARGETS:
-        ours, other = record_field(by_impl, OURS, field), record_field(by_impl, peer, field)
-        ratio = rate_ratio(other, ours) if peer == NOFIX else rate_ratio(ours, other)
-        if ratio is not None and (ratio < target if higher else ratio > target):
-            out.append(label)
-    return out
+    return [label for label, peer, target, higher in TARGETS
+            if (ratio := target_ratio(by_impl, peer, field)) is not None
+            and not meets(ratio, target, higher)]
 
 
 def shape_table(records: list[dict], sources: dict[tuple, str]) -> list[str]:
@@ -72,16 +68,15 @@ def shape_table(records: list[dict], sources: dict[tuple, str]) -> list[str]:
         by = shapes[shape]
         seqlen, head_dim, causal, hq, hkv, _ = shape
 
-        def cell(num, den, field="tflops", digits=3):
-            ratio = rate_ratio(record_field(by, num, field), record_field(by, den, field))
-            return "—" if ratio is None else f"{ratio:.{digits}f}"
+        def cell(peer, field="tflops"):
+            ratio = target_ratio(by, peer, field)
+            return "—" if ratio is None else f"{ratio:.3f}"
 
         ms = record_field(by, OURS, "ms")
         rows.append([str(seqlen), str(head_dim), "yes" if causal else "no", f"{hq}/{hkv}",
-                     "—" if ms is None else f"{ms:.3f}", cell(OURS, "sdpa_flash"),
-                     cell(OURS, "sdpa_cudnn"), cell(OURS, "flex"), cell(NOFIX, OURS),
-                     cell(OURS, "sdpa_flash", "tflops_sustained"),
-                     cell(NOFIX, OURS, "tflops_sustained"), f"`{sources[shape]}`",
+                     "—" if ms is None else f"{ms:.3f}", cell("sdpa_flash"), cell("sdpa_cudnn"),
+                     cell("flex"), cell(NOFIX), cell("sdpa_flash", "tflops_sustained"),
+                     cell(NOFIX, "tflops_sustained"), f"`{sources[shape]}`",
                      ", ".join(_misses(by, "tflops")) or "none"])
     header = ["S", "D", "causal", "Hq/Hkv", "ours ms", "ours/FA2", "ours/cuDNN", "ours/flex",
               "fix cost", "ours/FA2, back to back", "fix cost, back to back", "file",
