@@ -26,15 +26,11 @@ import argparse
 import contextlib
 import time
 
-import torch
-
-from benchmarks.bench_attention import Shape, attention_flops
-from gpu.route_check import draw, patched, query_heads
-from gpu.timed_checks import rates, time_within_budget
+from benchmarks.bench_attention import attention_flops
+from gpu.route_check import causal_inputs, patched, record_shape
+from gpu.timed_checks import rates, time_cases
 from hf_stable_attn.kernels import _prepared, flash_attn_bwd, flash_attn_fwd
 from hf_stable_attn.kernels import flash_bwd, flash_fwd, flash_fwd_hopper
-from hf_stable_attn.shift_rule import shift_params
-from hf_stable_attn.testing import fix_kwargs, launch_kwargs
 
 TOKENS = 16384
 
@@ -70,13 +66,7 @@ def step(q, k, v, dout, kw, fix, config=None, gluon=True):
 
 def measure(case: tuple[int, int, int], configs: list[tuple], rounds: int, sustain_s: float):
     """One causal shape's variants timed; the launchers' tables restored after."""
-    d, per_kv, s = case
-    hq = query_heads(d)
-    batch, hk = TOKENS // s, hq // per_kv
-    heads = ((hq, 1), (hk, 2), (hk, 3), (hq, 4))
-    q, k, v, dout = (draw(batch, s, h, d, seed) for h, seed in heads)
-    kw = launch_kwargs(s, s, d, causal=True)
-    fix = fix_kwargs(shift_params(torch.bfloat16))
+    shape, q, k, v, dout, kw, fix = causal_inputs(case, TOKENS)
     backward = (flash_bwd._dq_launch, flash_bwd._dkdv_launch)
     for launch in (flash_fwd._fwd_launch, *backward):
         launch.last = None
@@ -97,10 +87,8 @@ def measure(case: tuple[int, int, int], configs: list[tuple], rounds: int, susta
                     for c in configs})
         out_diff = {name: float((fn()[0].float() - reference[0].float()).abs().max())
                     for name, fn in fns.items()}
-        flops = attention_flops(Shape("bf16", s, batch, hq, hk, d, True), "fwd_bwd")
-        record = rates(fns, rounds, q.device, flops, sustain_s)
-    return dict(shape=dict(batch=batch, seqlen=s, heads_q=hq, heads_kv=hk, head_dim=d,
-                           causal=True), tiles=tiles, out_diff=out_diff, **record)
+        record = rates(fns, rounds, q.device, attention_flops(shape, "fwd_bwd"), sustain_s)
+    return dict(shape=record_shape(shape), tiles=tiles, out_diff=out_diff, **record)
 
 
 def main() -> None:
@@ -114,13 +102,9 @@ def main() -> None:
     args = ap.parse_args()
     t0 = time.time()
     _prepared.ENABLED = False
-    cases = [tuple(int(x) for x in c.split(":")) for c in args.cases]
     configs = [parse_config(c) for c in args.configs]
-    result = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__,
-                  timing=f"back to back {args.sustain_s} s, {args.rounds} rounds", timings=[])
-    shown = ("shape", "tiles", "out_diff", "tflops")
-    time_within_budget(cases, lambda case: measure(case, configs, args.rounds, args.sustain_s),
-                       result, args.out, args.budget_s, t0, shown)
+    time_cases(args, lambda case: measure(case, configs, args.rounds, args.sustain_s),
+               ("shape", "tiles", "out_diff", "tflops"), t0)
 
 
 if __name__ == "__main__":

@@ -29,12 +29,11 @@ import time
 
 import torch
 
-from gpu.route_check import draw, patched, query_heads
-from gpu.timed_checks import rates, time_within_budget
+from benchmarks.bench_attention import attention_flops
+from gpu.route_check import causal_inputs, patched, record_shape
+from gpu.timed_checks import rates, time_cases
 from hf_stable_attn.kernels import _common, _prepared, flash_attn_bwd, flash_attn_fwd
 from hf_stable_attn.kernels import flash_bwd, flash_bwd_hopper, flash_fwd
-from hf_stable_attn.shift_rule import shift_params
-from hf_stable_attn.testing import fix_kwargs, launch_kwargs
 
 TOKENS = 16384
 
@@ -57,13 +56,7 @@ def measure(case: tuple[int, int, int], settings: list[tuple[int, int, int, int]
             sustain_s: float):
     """One causal shape's ``settings`` timed, and checked against the first; the flags are
     restored after."""
-    d, per_kv, s = case
-    hq = query_heads(d)
-    batch, hk = TOKENS // s, hq // per_kv
-    heads = ((hq, 1), (hk, 2), (hk, 3), (hq, 4))
-    q, k, v, dout = (draw(batch, s, h, d, seed) for h, seed in heads)
-    kw = launch_kwargs(s, s, d, causal=True)
-    fix = fix_kwargs(shift_params(torch.bfloat16))
+    shape, q, k, v, dout, kw, fix = causal_inputs(case, TOKENS)
     launches = (flash_fwd._fwd_launch, flash_bwd._dq_launch, flash_bwd._dkdv_launch)
     with contextlib.ExitStack() as scope:
         for module, name in FLAGS:
@@ -78,10 +71,8 @@ def measure(case: tuple[int, int, int], settings: list[tuple[int, int, int, int]
             torch.equal(a, b) for a, b in zip(step(q, k, v, dout, kw, fix, setting), reference))]
         fns = {"fwd {}, dq {}, dkdv {}, gluon dkdv {}".format(*p):
                (lambda p=p: step(q, k, v, dout, kw, fix, p)) for p in settings}
-        flops = 3.5 * 4 * batch * hq * s * s * d / 2
-        record = rates(fns, rounds, q.device, flops, sustain_s)
-    return dict(shape=dict(batch=batch, seqlen=s, heads_q=hq, heads_kv=hk, head_dim=d,
-                           causal=True), tiles=tiles, mismatched=mismatched, **record)
+        record = rates(fns, rounds, q.device, attention_flops(shape, "fwd_bwd"), sustain_s)
+    return dict(shape=record_shape(shape), tiles=tiles, mismatched=mismatched, **record)
 
 
 def main() -> None:
@@ -97,14 +88,10 @@ def main() -> None:
     args = ap.parse_args()
     t0 = time.time()
     _prepared.ENABLED = False
-    cases = [tuple(int(x) for x in c.split(":")) for c in args.cases]
     settings = [(*(int(x) for x in p.split(":")), flash_bwd_hopper.GROUP_PROGRAMS)[:4]
                 for p in args.settings]
-    result = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__,
-                  timing=f"back to back {args.sustain_s} s, {args.rounds} rounds", timings=[])
-    shown = ("shape", "tiles", "mismatched", "tflops")
-    time_within_budget(cases, lambda case: measure(case, settings, args.rounds, args.sustain_s),
-                       result, args.out, args.budget_s, t0, shown)
+    time_cases(args, lambda case: measure(case, settings, args.rounds, args.sustain_s),
+               ("shape", "tiles", "mismatched", "tflops"), t0)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ import time
 
 import torch
 
+from benchmarks.bench_attention import Shape
 from gpu.timed_checks import rates, time_within_budget
 from hf_stable_attn.kernels import clear_plans, flash_attn_bwd, flash_attn_fwd
 from hf_stable_attn.kernels import flash_bwd, flash_bwd_hopper, flash_fwd_hopper
@@ -133,6 +134,26 @@ def kv_heads(kind: str, heads_q: int, heads_per_kv=None) -> tuple:
 def query_heads(head_dim: int) -> int:
     """Query heads of the checked shapes: 16 at D128, 32 at D64 (model width 2048)."""
     return 16 if head_dim == 128 else 32
+
+
+def causal_inputs(case: tuple[int, int, int], tokens: int):
+    """Inputs of a causal case (head dim, query heads per KV head, sequence length) with
+    ``tokens`` tokens a batch, bf16, the fix on: ``(shape, q, k, v, dout, kw, fix)``, ``shape`` a
+    ``bench_attention.Shape``, q and dout (B, S, Hq, D), k and v (B, S, Hk, D), ``kw`` and
+    ``fix`` the launchers' keywords."""
+    d, per_kv, s = case
+    hq = query_heads(d)
+    shape = Shape("bf16", s, tokens // s, hq, hq // per_kv, d, True)
+    heads = ((hq, 1), (shape.heads_kv, 2), (shape.heads_kv, 3), (hq, 4))
+    q, k, v, dout = (draw(shape.batch, s, h, d, seed) for h, seed in heads)
+    return (shape, q, k, v, dout, launch_kwargs(s, s, d, causal=True),
+            fix_kwargs(shift_params(torch.bfloat16)))
+
+
+def record_shape(shape: Shape) -> dict:
+    """``shape`` as the checks' records name one (bf16 is implied)."""
+    return dict(batch=shape.batch, seqlen=shape.seqlen, heads_q=shape.heads_q,
+                heads_kv=shape.heads_kv, head_dim=shape.head_dim, causal=shape.causal)
 
 
 def whole_steps(fns, kind, dout, q, k, v, kw, fix):

@@ -46,3 +46,15 @@ def time_within_budget(items: Iterable, measure: Callable[[object], dict], resul
         print(json.dumps({k: record[k] for k in shown}), flush=True)
         save(result, out)
     save(result, out)
+
+
+def time_cases(args, measure_case: Callable[[tuple[int, ...]], dict], shown: tuple[str, ...],
+               start: float) -> None:
+    """``time_within_budget`` over ``args.cases`` (``"64:1:2048"``: colon-separated integers),
+    into a result that names the GPU, torch and the timing (``args.sustain_s`` seconds back to
+    back a round, ``args.rounds`` rounds), saved at ``args.out`` within ``args.budget_s``
+    seconds of ``start``."""
+    cases = [tuple(int(x) for x in c.split(":")) for c in args.cases]
+    result = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__,
+                  timing=f"back to back {args.sustain_s} s, {args.rounds} rounds", timings=[])
+    time_within_budget(cases, measure_case, result, args.out, args.budget_s, start, shown)
