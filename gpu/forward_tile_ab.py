@@ -28,11 +28,9 @@ import time
 
 from benchmarks.bench_attention import attention_flops
 from gpu.route_check import causal_inputs, patched, record_shape
-from gpu.timed_checks import rates, time_cases
+from gpu.timed_checks import add_case_arguments, rates, time_cases
 from hf_stable_attn.kernels import _prepared, flash_attn_bwd, flash_attn_fwd
 from hf_stable_attn.kernels import flash_bwd, flash_fwd, flash_fwd_hopper
-
-TOKENS = 16384
 
 
 def parse_config(text: str) -> tuple:
@@ -66,7 +64,7 @@ def step(q, k, v, dout, kw, fix, config=None, gluon=True):
 
 def measure(case: tuple[int, int, int], configs: list[tuple], rounds: int, sustain_s: float):
     """One causal shape's variants timed; the launchers' tables restored after."""
-    shape, q, k, v, dout, kw, fix = causal_inputs(case, TOKENS)
+    shape, q, k, v, dout, kw, fix = causal_inputs(case)
     backward = (flash_bwd._dq_launch, flash_bwd._dkdv_launch)
     for launch in (flash_fwd._fwd_launch, *backward):
         launch.last = None
@@ -93,12 +91,8 @@ def measure(case: tuple[int, int, int], configs: list[tuple], rounds: int, susta
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", required=True)
+    add_case_arguments(ap, ["64:1:2048", "64:1:4096"], budget_s=300)
     ap.add_argument("--configs", nargs="+", default=["64:128:4:2:1"])
-    ap.add_argument("--cases", nargs="+", default=["64:1:2048", "64:1:4096"])
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--sustain-s", type=float, default=1.0)
-    ap.add_argument("--budget-s", type=float, default=300)
     args = ap.parse_args()
     t0 = time.time()
     _prepared.ENABLED = False

@@ -31,11 +31,9 @@ import torch
 
 from benchmarks.bench_attention import attention_flops
 from gpu.route_check import causal_inputs, patched, record_shape
-from gpu.timed_checks import rates, time_cases
+from gpu.timed_checks import add_case_arguments, rates, time_cases
 from hf_stable_attn.kernels import _common, _prepared, flash_attn_bwd, flash_attn_fwd
 from hf_stable_attn.kernels import flash_bwd, flash_bwd_hopper, flash_fwd
-
-TOKENS = 16384
 
 
 # (module, attribute) of each flag a setting sets, in order.
@@ -56,7 +54,7 @@ def measure(case: tuple[int, int, int], settings: list[tuple[int, int, int, int]
             sustain_s: float):
     """One causal shape's ``settings`` timed, and checked against the first; the flags are
     restored after."""
-    shape, q, k, v, dout, kw, fix = causal_inputs(case, TOKENS)
+    shape, q, k, v, dout, kw, fix = causal_inputs(case)
     launches = (flash_fwd._fwd_launch, flash_bwd._dq_launch, flash_bwd._dkdv_launch)
     with contextlib.ExitStack() as scope:
         for module, name in FLAGS:
@@ -77,14 +75,10 @@ def measure(case: tuple[int, int, int], settings: list[tuple[int, int, int, int]
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", required=True)
+    add_case_arguments(ap, ["64:1:2048", "64:8:2048", "64:1:4096"], budget_s=400)
     ap.add_argument("--settings", nargs="+", default=["0:0:0", "1024:512:512"],
                     help="forward:dQ:dK/dV[:Gluon dK/dV] GROUP_PROGRAMS (0: groups of 8 "
                          "columns, the dK/dVs' grid order), the first tuned")
-    ap.add_argument("--cases", nargs="+", default=["64:1:2048", "64:8:2048", "64:1:4096"])
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--sustain-s", type=float, default=1.0)
-    ap.add_argument("--budget-s", type=float, default=400)
     args = ap.parse_args()
     t0 = time.time()
     _prepared.ENABLED = False

@@ -136,11 +136,11 @@ def query_heads(head_dim: int) -> int:
     return 16 if head_dim == 128 else 32
 
 
-def causal_inputs(case: tuple[int, int, int], tokens: int):
+def causal_inputs(case: tuple[int, int, int], tokens: int = 16384):
     """Inputs of a causal case (head dim, query heads per KV head, sequence length) with
-    ``tokens`` tokens a batch, bf16, the fix on: ``(shape, q, k, v, dout, kw, fix)``, ``shape`` a
-    ``bench_attention.Shape``, q and dout (B, S, Hq, D), k and v (B, S, Hk, D), ``kw`` and
-    ``fix`` the launchers' keywords."""
+    ``tokens`` tokens a batch (the sweeps' 16k by default), bf16, the fix on: ``(shape, q, k, v,
+    dout, kw, fix)``, ``shape`` a ``bench_attention.Shape``, q and dout (B, S, Hq, D), k and v
+    (B, S, Hk, D), ``kw`` and ``fix`` the launchers' keywords."""
     d, per_kv, s = case
     hq = query_heads(d)
     shape = Shape("bf16", s, tokens // s, hq, hq // per_kv, d, True)

@@ -4,6 +4,7 @@ a time budget and keeps its results on disk after every shape, naming the code t
 
 from __future__ import annotations
 
+import argparse
 import json
 import time
 from typing import Callable, Iterable
@@ -46,6 +47,16 @@ def time_within_budget(items: Iterable, measure: Callable[[object], dict], resul
         print(json.dumps({k: record[k] for k in shown}), flush=True)
         save(result, out)
     save(result, out)
+
+
+def add_case_arguments(ap: argparse.ArgumentParser, cases: list[str], budget_s: float) -> None:
+    """The options ``time_cases`` reads: ``--out``, ``--cases`` (default ``cases``),
+    ``--rounds``, ``--sustain-s`` and ``--budget-s`` (default ``budget_s``)."""
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--cases", nargs="+", default=cases)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--sustain-s", type=float, default=1.0)
+    ap.add_argument("--budget-s", type=float, default=budget_s)
 
 
 def time_cases(args, measure_case: Callable[[tuple[int, ...]], dict], shown: tuple[str, ...],
