@@ -30,7 +30,7 @@ import time
 
 import torch
 
-from benchmarks.bench_attention import Shape
+from benchmarks.bench_attention import Shape, attention_flops
 from gpu.timed_checks import rates, time_within_budget
 from hf_stable_attn.kernels import clear_plans, flash_attn_bwd, flash_attn_fwd
 from hf_stable_attn.kernels import flash_bwd, flash_bwd_hopper, flash_fwd_hopper
@@ -176,12 +176,13 @@ def measure(kind, s, d, causal, heads_kv, rounds, fix_off_too=False, sustain_s=0
     ``only``: a regular expression the kept variants' names match."""
     batch, hq = 4, query_heads(d)
     hk = heads_kv or (hq if kind == "fwd" else hq // 8)
+    shape = Shape("bf16", s, batch, hq, hk, d, causal)
     q, k, v, dout = draw(batch, s, hq, d, 1), draw(batch, s, hk, d, 2), draw(batch, s, hk, d, 3), \
         draw(batch, s, hq, d, 4)
     kw = launch_kwargs(s, s, d, causal=causal)
     fix = fix_kwargs(shift_params(torch.bfloat16))
     if kind == "fwd":
-        fns, flops = forward_variants(q, k, v, kw, fix), 4 * batch * hq * s * s * d
+        fns = forward_variants(q, k, v, kw, fix)
         if fix_off_too:
             off = fix_kwargs(shift_params(torch.bfloat16, stabilize=False))
             fns.update(forward_variants(q, k, v, kw, off, suffix=" nofix"))
@@ -189,17 +190,13 @@ def measure(kind, s, d, causal, heads_kv, rounds, fix_off_too=False, sustain_s=0
         out, lse = flash_attn_fwd(q, k, v, **kw, **fix)
         fns = (backward_routes(dout, q, k, v, out, lse, kw, causal) if kind == "routes"
                else backward_variants(dout, q, k, v, out, lse, kw))
-        flops = 2.5 * 4 * batch * hq * s * s * d
     if only:
         fns = {name: f for name, f in fns.items() if re.search(only, name)}
     if whole_step:
         fns = whole_steps(fns, kind, dout, q, k, v, kw, fix)
-        flops = 3.5 * 4 * batch * hq * s * s * d
-    flops /= 2 if causal else 1
-    return dict(kind=kind, whole_step=whole_step,
-                shape=dict(batch=batch, seqlen=s, heads_q=hq, heads_kv=hk, head_dim=d,
-                           causal=causal),
-                **rates(fns, rounds, q.device, flops, sustain_s))
+    mode = "fwd_bwd" if whole_step else ("fwd" if kind == "fwd" else "bwd")
+    return dict(kind=kind, whole_step=whole_step, shape=record_shape(shape),
+                **rates(fns, rounds, q.device, attention_flops(shape, mode), sustain_s))
 
 
 def main() -> None:
