@@ -10,7 +10,7 @@ set -uo pipefail
 export PYTHONPATH=$PWD
 NCU="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -n 1)"
 echo "ncu: $NCU"; "$NCU" --version | tail -n 1
-SCRIPT=docs/results/session76/dq_builds.py
+SCRIPT=docs/results/session76/bwd_builds.py
 SECTIONS=(--section LaunchStats --section Occupancy --section SpeedOfLight --section WarpStateStats
           --section SchedulerStats --section SourceCounters)
 probe() {  # $1: tag naming the Triton
