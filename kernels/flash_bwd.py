@@ -247,15 +247,18 @@ def _dkdv_kernel(
         l_base = b64 * stride_lb + h * stride_lh + q_start
         args = (k, v, key_ok, q_src, do_src, LSE, DELTA, l_base, stride_qs, stride_ds,
                 offs_n, offs_d, d_ok, b, h)
+        # Each range only where it holds a tile: an empty pipelined loop still sets up its
+        # copies and barriers.
         dk, dv = _dkdv_tiles(dk, dv, *args, lo, full_lo, *consts, True, HAS_WL, HAS_WR,
-                             HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_M, TMA_MODE,
-                             ROWS_FIRST, LSE_TMA)
+                             HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_M,
+                             TMA_MODE, ROWS_FIRST, LSE_TMA)
         dk, dv = _dkdv_tiles(dk, dv, *args, full_lo, full_hi, *consts, False, HAS_WL, HAS_WR,
-                             HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_M, TMA_MODE,
-                             ROWS_FIRST, LSE_TMA)
-        dk, dv = _dkdv_tiles(dk, dv, *args, full_hi, hi, *consts, True, HAS_WL, HAS_WR,
-                             HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_M, TMA_MODE,
-                             ROWS_FIRST, LSE_TMA)
+                             HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_M,
+                             TMA_MODE, ROWS_FIRST, LSE_TMA)
+        if full_hi < hi:
+            dk, dv = _dkdv_tiles(dk, dv, *args, full_hi, hi, *consts, True, HAS_WL, HAS_WR,
+                                 HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_M,
+                                 TMA_MODE, ROWS_FIRST, LSE_TMA)
 
     dk = dk * softmax_scale
     dk_ptrs = (DK + split * stride_split_dk + b64 * stride_dkb + hk * stride_dkh
@@ -374,15 +377,19 @@ def _dq_kernel(
             offs_m, offs_d, d_ok, b, h)
     consts = (seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k, num_heads_q, qk_scale, softcap,
               window_left, window_right, dropout_p, drop_scale, seed)
-    dq, p_dp = _dq_tiles(dq, p_dp, *args, lo, full_lo, *consts, True, HAS_WL, HAS_WR,
-                         HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_N, TMA_MODE,
-                         ROWSUM_P_DP)
-    dq, p_dp = _dq_tiles(dq, p_dp, *args, full_lo, full_hi, *consts, False, HAS_WL, HAS_WR,
-                         HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_N, TMA_MODE,
-                         ROWSUM_P_DP)
-    dq, p_dp = _dq_tiles(dq, p_dp, *args, full_hi, hi, *consts, True, HAS_WL, HAS_WR,
-                         HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_N, TMA_MODE,
-                         ROWSUM_P_DP)
+    # Each range only where it holds a tile (as in the dK/dV kernel).
+    if lo < full_lo:
+        dq, p_dp = _dq_tiles(dq, p_dp, *args, lo, full_lo, *consts, True, HAS_WL, HAS_WR,
+                             HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_N,
+                             TMA_MODE, ROWSUM_P_DP)
+    if full_lo < full_hi:
+        dq, p_dp = _dq_tiles(dq, p_dp, *args, full_lo, full_hi, *consts, False, HAS_WL, HAS_WR,
+                             HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_N,
+                             TMA_MODE, ROWSUM_P_DP)
+    if full_hi < hi:
+        dq, p_dp = _dq_tiles(dq, p_dp, *args, full_hi, hi, *consts, True, HAS_WL, HAS_WR,
+                             HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_N,
+                             TMA_MODE, ROWSUM_P_DP)
     if ROWSUM_P_DP:
         tl.store(P_DP + l_off, p_dp, mask=offs_m < seqlen_q)
 
