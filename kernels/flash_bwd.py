@@ -27,7 +27,7 @@ from . import _common, _prepared
 from ._common import (
     COMPILE_OPTIONS, HOST_DESCRIPTORS, INTERPRET, LOG2E, TiledLaunch, block_d, ceil_div,
     check_grid, dot, keep_mask, head_sources, key_mask_args, key_tiles, last_dim_contiguous,
-    load_rows, lse_layout, on_device_of, release_below, rounded, runtime_ints_jit,
+    load_rows, lse_layout, on_device_of, release_below, rounded, runs_range, runtime_ints_jit,
     scheduled_tile, scores, seq_bucket, seq_layout, seeded_jit, sequence_bounds, sm_count,
     tma_mode, tma_ready, visible,
 )
@@ -247,15 +247,13 @@ def _dkdv_kernel(
         l_base = b64 * stride_lb + h * stride_lh + q_start
         args = (k, v, key_ok, q_src, do_src, LSE, DELTA, l_base, stride_qs, stride_ds,
                 offs_n, offs_d, d_ok, b, h)
-        # Each range only where it holds a tile: an empty pipelined loop still sets up its
-        # copies and barriers.
         dk, dv = _dkdv_tiles(dk, dv, *args, lo, full_lo, *consts, True, HAS_WL, HAS_WR,
-                             HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_M,
-                             TMA_MODE, ROWS_FIRST, LSE_TMA)
+                             HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_M, TMA_MODE,
+                             ROWS_FIRST, LSE_TMA)
         dk, dv = _dkdv_tiles(dk, dv, *args, full_lo, full_hi, *consts, False, HAS_WL, HAS_WR,
-                             HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_M,
-                             TMA_MODE, ROWS_FIRST, LSE_TMA)
-        if full_hi < hi:
+                             HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_M, TMA_MODE,
+                             ROWS_FIRST, LSE_TMA)
+        if runs_range(full_hi, hi, TMA_MODE):  # past the causal band: empty unless S % BLOCK_M
             dk, dv = _dkdv_tiles(dk, dv, *args, full_hi, hi, *consts, True, HAS_WL, HAS_WR,
                                  HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_M,
                                  TMA_MODE, ROWS_FIRST, LSE_TMA)
@@ -377,16 +375,15 @@ def _dq_kernel(
             offs_m, offs_d, d_ok, b, h)
     consts = (seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k, num_heads_q, qk_scale, softcap,
               window_left, window_right, dropout_p, drop_scale, seed)
-    # Each range only where it holds a tile (as in the dK/dV kernel).
-    if lo < full_lo:
+    if runs_range(lo, full_lo, TMA_MODE):  # before a window: empty without one
         dq, p_dp = _dq_tiles(dq, p_dp, *args, lo, full_lo, *consts, True, HAS_WL, HAS_WR,
                              HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_N,
                              TMA_MODE, ROWSUM_P_DP)
-    if full_lo < full_hi:
+    if runs_range(full_lo, full_hi, TMA_MODE):
         dq, p_dp = _dq_tiles(dq, p_dp, *args, full_lo, full_hi, *consts, False, HAS_WL, HAS_WR,
                              HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_N,
                              TMA_MODE, ROWSUM_P_DP)
-    if full_hi < hi:
+    if runs_range(full_hi, hi, TMA_MODE):
         dq, p_dp = _dq_tiles(dq, p_dp, *args, full_hi, hi, *consts, True, HAS_WL, HAS_WR,
                              HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_N,
                              TMA_MODE, ROWSUM_P_DP)
