@@ -311,6 +311,18 @@ def row_source(base, seqlen, head_dim, stride, BLOCK_N: tl.constexpr, BLOCK_D: t
 
 
 @triton.jit
+def runs_range(lo, hi, TMA_MODE: tl.constexpr):
+    """Whether a kernel enters its tile loop over ``[lo, hi)``: with TMA loads only where the
+    range holds a tile (an empty pipelined loop still sets up its copies and barriers; skipping
+    it ran the D64 causal backward 1-6% faster on an H200), through pointers always (the same
+    guard there ran it 9-12% slower; docs/kernel_notes.md, session 76)."""
+    if TMA_MODE == POINTER_LOADS:
+        return True
+    else:
+        return lo < hi
+
+
+@triton.jit
 def load_rows(src, start, rows, row_ok, stride, offs_d, d_ok, MASK_ROWS: tl.constexpr,
               EVEN_D: tl.constexpr, TMA_MODE: tl.constexpr, TRANSPOSED: tl.constexpr = False):
     """A (BLOCK, BLOCK_D) tile ((BLOCK_D, BLOCK) when TRANSPOSED) of rows ``start`` onwards of

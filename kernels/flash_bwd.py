@@ -27,7 +27,7 @@ from . import _common, _prepared
 from ._common import (
     COMPILE_OPTIONS, HOST_DESCRIPTORS, INTERPRET, LOG2E, TiledLaunch, block_d, ceil_div,
     check_grid, dot, keep_mask, head_sources, key_mask_args, key_tiles, last_dim_contiguous,
-    load_rows, lse_layout, on_device_of, release_below, rounded, runtime_ints_jit,
+    load_rows, lse_layout, on_device_of, release_below, rounded, runs_range, runtime_ints_jit,
     scheduled_tile, scores, seq_bucket, seq_layout, seeded_jit, sequence_bounds, sm_count,
     tma_mode, tma_ready, visible,
 )
@@ -253,9 +253,10 @@ def _dkdv_kernel(
         dk, dv = _dkdv_tiles(dk, dv, *args, full_lo, full_hi, *consts, False, HAS_WL, HAS_WR,
                              HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_M, TMA_MODE,
                              ROWS_FIRST, LSE_TMA)
-        dk, dv = _dkdv_tiles(dk, dv, *args, full_hi, hi, *consts, True, HAS_WL, HAS_WR,
-                             HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_M, TMA_MODE,
-                             ROWS_FIRST, LSE_TMA)
+        if runs_range(full_hi, hi, TMA_MODE):  # past the causal band: empty unless S % BLOCK_M
+            dk, dv = _dkdv_tiles(dk, dv, *args, full_hi, hi, *consts, True, HAS_WL, HAS_WR,
+                                 HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_M,
+                                 TMA_MODE, ROWS_FIRST, LSE_TMA)
 
     dk = dk * softmax_scale
     dk_ptrs = (DK + split * stride_split_dk + b64 * stride_dkb + hk * stride_dkh
@@ -374,15 +375,18 @@ def _dq_kernel(
             offs_m, offs_d, d_ok, b, h)
     consts = (seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k, num_heads_q, qk_scale, softcap,
               window_left, window_right, dropout_p, drop_scale, seed)
-    dq, p_dp = _dq_tiles(dq, p_dp, *args, lo, full_lo, *consts, True, HAS_WL, HAS_WR,
-                         HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_N, TMA_MODE,
-                         ROWSUM_P_DP)
-    dq, p_dp = _dq_tiles(dq, p_dp, *args, full_lo, full_hi, *consts, False, HAS_WL, HAS_WR,
-                         HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_N, TMA_MODE,
-                         ROWSUM_P_DP)
-    dq, p_dp = _dq_tiles(dq, p_dp, *args, full_hi, hi, *consts, True, HAS_WL, HAS_WR,
-                         HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_N, TMA_MODE,
-                         ROWSUM_P_DP)
+    if runs_range(lo, full_lo, TMA_MODE):  # before a window: empty without one
+        dq, p_dp = _dq_tiles(dq, p_dp, *args, lo, full_lo, *consts, True, HAS_WL, HAS_WR,
+                             HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_N,
+                             TMA_MODE, ROWSUM_P_DP)
+    if runs_range(full_lo, full_hi, TMA_MODE):
+        dq, p_dp = _dq_tiles(dq, p_dp, *args, full_lo, full_hi, *consts, False, HAS_WL, HAS_WR,
+                             HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_N,
+                             TMA_MODE, ROWSUM_P_DP)
+    if runs_range(full_hi, hi, TMA_MODE):
+        dq, p_dp = _dq_tiles(dq, p_dp, *args, full_hi, hi, *consts, True, HAS_WL, HAS_WR,
+                             HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_N,
+                             TMA_MODE, ROWSUM_P_DP)
     if ROWSUM_P_DP:
         tl.store(P_DP + l_off, p_dp, mask=offs_m < seqlen_q)
 

@@ -25,7 +25,7 @@ pytestmark = [
 ]
 
 if torch.cuda.is_available():
-    from hf_stable_attn.kernels import LAUNCHES, flash_attn_bwd, flash_attn_fwd
+    from hf_stable_attn.kernels import LAUNCHES, flash_attn_bwd, flash_attn_fwd, flash_fwd
     from hf_stable_attn.kernels._common import AUTOTUNE, tma_ready
 
 from hf_stable_attn.shift_rule import row_shift, shift_params  # noqa: E402
@@ -141,6 +141,27 @@ def test_decode_step_against_float64(sq, sk, causal, d):
     LAUNCHES["fwd"].last = None
     _check_against_float64(q, k, v, _masking(q, k, causal=causal), "decode")
     assert LAUNCHES["fwd"].last[4] or AUTOTUNE, "expected a TMA config of the Triton forward"
+
+
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("window_left", [-1, 300], ids=["causal", "causal-window"])
+def test_tma_backward_with_partial_tiles_and_a_window(d, window_left, monkeypatch):
+    """The Triton dQ and dK/dV on their TMA entries (Gluon's kernels off) enter a range of
+    tiles only where it holds one (``_common.runs_range``): a causal call with partial last
+    tiles, bottom-right aligned (the dK/dV's rows past the causal band), and with a left window
+    (the dQ's keys before it), against float64."""
+    if flash_fwd.flash_fwd_hopper is not None:
+        monkeypatch.setattr(flash_fwd.flash_fwd_hopper, "ENABLED", False)
+    torch.manual_seed(d + window_left)
+    q = torch.randn(1, 2048 + 77, 4, d, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(1, 2048 + 141, 2, d, device="cuda", dtype=torch.bfloat16)
+            for _ in range(2))
+    assert tma_ready(k.shape[1], q, k, v)
+    LAUNCHES["dq"].last = LAUNCHES["dkdv"].last = None
+    _check_against_float64(q, k, v, _masking(q, k, causal=True, window_left=window_left),
+                           f"tma window={window_left}")
+    assert AUTOTUNE or (LAUNCHES["dq"].last[4] and LAUNCHES["dkdv"].last[4]), \
+        "expected the TMA entries (the tables' first at head dims 64 and 128)"
 
 
 def test_softcap():
