@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Session 76, call 7, one H200, main with v76c under Triton 3.9 (carried in, PyTorch's CUDA 13.0
 # ptxas: no call was left to stage ptxas-blackwell): the GPU tests of the Triton kernels that
-# v76c touches (tests/gpu/test_kernel_gpu.py, and test_table_configs.py's dQ and dK/dV entries),
-# (the device time left allowed no timing).
+# v76c touches: test_kernel_gpu.py's sweep and TMA backward tests, test_table_configs.py's dQ
+# and dK/dV entries. The device time left allowed no timing.
 # Run with carry [".t39", ".gpu_carry"]. OUT set.
 set -uo pipefail
 : "${OUT:?set OUT to the folder whose files come back}"
