@@ -314,8 +314,8 @@ def row_source(base, seqlen, head_dim, stride, BLOCK_N: tl.constexpr, BLOCK_D: t
 def runs_range(lo, hi, TMA_MODE: tl.constexpr):
     """Whether a kernel enters its tile loop over ``[lo, hi)``: with TMA loads only where the
     range holds a tile (an empty pipelined loop still sets up its copies and barriers; skipping
-    it ran the D64 causal backward 1-6% faster on an H200), through pointers always (the same
-    guard there ran it 9-12% slower; docs/kernel_notes.md, session 76)."""
+    it ran the D64 causal backward 1-6% faster on an H200 under Triton 3.6), through pointers
+    always (the same guard there ran it 9-12% slower; docs/kernel_notes.md, session 76)."""
     if TMA_MODE == POINTER_LOADS:
         return True
     else:
