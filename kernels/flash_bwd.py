@@ -253,7 +253,7 @@ def _dkdv_kernel(
         dk, dv = _dkdv_tiles(dk, dv, *args, full_lo, full_hi, *consts, False, HAS_WL, HAS_WR,
                              HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_M, TMA_MODE,
                              ROWS_FIRST, LSE_TMA)
-        if runs_range(full_hi, hi, TMA_MODE):  # a partial last tile, or rows past a window
+        if runs_range(full_hi, hi, TMA_MODE):  # a partial last tile, or a window edge
             dk, dv = _dkdv_tiles(dk, dv, *args, full_hi, hi, *consts, True, HAS_WL, HAS_WR,
                                  HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_M,
                                  TMA_MODE, ROWS_FIRST, LSE_TMA)
