@@ -8,9 +8,11 @@
 #   run(command="mkdir -p /tmp/carried_ptxas && cp .t39b/ptxas-blackwell.xz /tmp/carried_ptxas/",
 #       carry=[".t39b"])
 # Without it, both ptxas names point at PyTorch's CUDA 13 ptxas (said below).
+# TRITON_PACK names another copy of the pack: when the repository and the pack together pass the
+# 64 MiB a call carries, an earlier call on the same warm machine stages half of it.
 site=/tmp/carried_triton
 mkdir -p "$site"
-tar -C "$site" -xJf .t39/triton.tar.xz || return 1
+tar -C "$site" -xJf "${TRITON_PACK:-.t39/triton.tar.xz}" || return 1
 bin="$site/triton/backends/nvidia/bin"
 torch_ptxas="$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "bin", "ptxas"))')"
 ln -sf "$torch_ptxas" "$bin/ptxas"
