@@ -11,7 +11,7 @@ off), on rows tied across key tiles and with an attention sink (``sink_inputs``)
 ``hopper_fwd_check``'s (``interleaved_medians``, 16384 tokens per batch), each version at its
 own ``HOPPER_CONFIGS`` entry, on random inputs or (``--inputs sink``) with a sink, the shapes
 with and without a causal mask or (``--causal``) one of them; ``triton_config`` names the tile
-config the Triton forward ran.
+config the Triton forward ran. ``--no-checks`` times only.
 """
 
 from __future__ import annotations
