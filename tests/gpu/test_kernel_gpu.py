@@ -26,7 +26,7 @@ pytestmark = [
 
 if torch.cuda.is_available():
     from hf_stable_attn.kernels import LAUNCHES, flash_attn_bwd, flash_attn_fwd, flash_fwd
-    from hf_stable_attn.kernels._common import AUTOTUNE, tma_ready
+    from hf_stable_attn.kernels._common import AUTOTUNE, TMA_MIN_SEQLEN, tma_ready
 
 from hf_stable_attn.shift_rule import row_shift, shift_params  # noqa: E402
 from hf_stable_attn.testing import (  # noqa: E402
@@ -153,8 +153,8 @@ def test_tma_backward_with_partial_tiles_and_a_window(d, window_left, monkeypatc
     if flash_fwd.flash_fwd_hopper is not None:
         monkeypatch.setattr(flash_fwd.flash_fwd_hopper, "ENABLED", False)
     torch.manual_seed(d + window_left)
-    q = torch.randn(1, 2048 + 77, 4, d, device="cuda", dtype=torch.bfloat16)
-    k, v = (torch.randn(1, 2048 + 141, 2, d, device="cuda", dtype=torch.bfloat16)
+    q = torch.randn(1, TMA_MIN_SEQLEN + 77, 4, d, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(1, TMA_MIN_SEQLEN + 141, 2, d, device="cuda", dtype=torch.bfloat16)
             for _ in range(2))
     assert tma_ready(k.shape[1], q, k, v)
     LAUNCHES["dq"].last = LAUNCHES["dkdv"].last = None
