@@ -160,19 +160,16 @@ def reciprocal(x):
 
 
 @triton.jit
-def tie_gap(m1, tied, beta, min_gap, max_gap):
-    """How far ``shift_rule.row_shift`` puts a row's shift above its running max ``m1``, in log2
-    units, (BLOCK_M,): the gap where ``tied`` and ``m1`` is finite, else 0.
+def tie_gap(m1, beta, min_gap, max_gap):
+    """How far ``shift_rule.row_shift`` puts a tied row's shift above its finite running max
+    ``m1``, in log2 units, (BLOCK_M,); the caller selects it for the tied rows (``flash_fwd``).
 
-    ``tied`` is ``m1 - m2 <= tie_window`` for the running second largest ``m2`` (the kernel
-    tracks it as a count, see ``flash_fwd``); with SHIFT_SINGLE the caller passes all-true.
     ``max_gap * tanh(raw / max_gap)`` is written as ``max_gap - 2 max_gap / (e^(2 raw / max_gap)
     + 1)``, one exp2 and one reciprocal.
     """
     raw = tl.maximum((beta - 1.0) * m1, -m1)  # target - m1: (beta - 1) m1 if m1 > 0, else -m1
     e = tl.exp2(raw * (2.8853900817779268 / max_gap))  # e^(2 raw / max_gap)
-    gap = tl.maximum(max_gap - (2.0 * max_gap) * reciprocal(e + 1.0), min_gap)
-    return tl.where(tied & (m1 > float("-inf")), gap, 0.0)
+    return tl.maximum(max_gap - (2.0 * max_gap) * reciprocal(e + 1.0), min_gap)
 
 
 @triton.jit

@@ -70,26 +70,31 @@ def _fwd_tiles(
             key_ok = tl.load(kpm_row + cols, mask=col_ok, other=0) != 0
             s = tl.where(key_ok[None, :], s, float("-inf"))
 
-        m1_new = tl.maximum(m1, tl.max(s, 1) * s_scale)
-        shift_new = tl.where(m1_new > float("-inf"), m1_new, 0.0)
+        # m1 (the running maximum) and tie_window are in s's units; top is m1 in log2 units.
+        m1_new = tl.maximum(m1, tl.max(s, 1))
+        top = m1_new * s_scale
+        shift_new = tl.where(top > float("-inf"), top, 0.0)
         if STABILIZE:
             if SHIFT_SINGLE:
-                tied = m1_new > float("-inf")
+                tied = top > float("-inf")
             else:
                 # m1 - m2 <= w  <=>  at least two scores (a repeated max counts twice) lie in
                 # [m1 - w, m1]: count them in this tile, plus the old max if it is still in
-                # the window, plus the old runner-up when the max did not move. Each counts
+                # the window; the old runner-up counts when the max did not move, and then the
+                # old max makes the count at least one, so a tied row stays tied. Each counts
                 # 1.0f and the bit patterns are summed as int32: n * 0x3F800000 mod 2^32 is 0
                 # for n = 0, ONE_BITS for n = 1 and neither for 2 <= n < 512 (here n <= BLOCK_N
-                # + 2). ptxas folds two terms per integer add (IADD3), which measured faster
+                # + 1). ptxas folds two terms per integer add (IADD3), which measured faster
                 # than the fp32 count (docs/kernel_notes.md v10).
                 floor = m1_new - tie_window
-                in_window = at_least(s, (floor * (1.0 / s_scale))[:, None])
-                near = tl.sum(in_window.to(tl.int32, bitcast=True), 1)
+                near = tl.sum(at_least(s, floor[:, None]).to(tl.int32, bitcast=True), 1)
                 near += at_least(m1, floor).to(tl.int32, bitcast=True)
-                near += tl.where(tied & (m1 == m1_new), ONE_BITS, 0)
-                tied = (near != 0) & (near != ONE_BITS)
-            shift_new += tie_gap(m1_new, tied, beta, min_gap, max_gap)
+                tied = (near != 0) & ((near != ONE_BITS) | (tied & (m1 == m1_new)))
+            gap = tie_gap(top, beta, min_gap, max_gap)
+            if MASKED or HAS_KPM:  # a row may have no visible key yet: all its scores count
+                shift_new = tl.where(tied & (top > float("-inf")), top + gap, shift_new)
+            else:
+                shift_new = tl.where(tied, top + gap, top)
         alpha = tl.where(m1 > float("-inf"), tl.exp2(shift - shift_new), 1.0)
         m1 = m1_new
         shift = shift_new
@@ -172,9 +177,14 @@ def _fwd_kernel(
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
     args = (k_src, v_src, KPM + b64 * stride_kpm, stride_ks, stride_vs, offs_m, offs_d, d_ok, b, h)
+    # The running maximum and the tie window in the units of scores_unscaled's scores (v78a).
+    if HAS_SOFTCAP:
+        window = tie_window
+    else:
+        window = tie_window / qk_scale
     consts = (seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k, num_heads_q, qk_scale, softcap,
               window_left, window_right, dropout_p, drop_scale, seed,
-              beta, tie_window, min_gap, max_gap)
+              beta, window, min_gap, max_gap)
     acc, l_i, m1, tied, shift = _fwd_tiles(
         acc, l_i, m1, tied, shift, q, *args, lo, full_lo, *consts, True, HAS_WL, HAS_WR,
         HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, STABILIZE, SHIFT_SINGLE, DOT_FP32, EVEN_D, BLOCK_N,

@@ -82,15 +82,14 @@ def _to_operand(p, dtype: gl.constexpr):
 
 
 @gluon.jit
-def _tie_gap(m1, tied, beta, min_gap, max_gap):
-    """``_common.tie_gap`` (a Gluon kernel cannot call Triton's): the shift's gap above ``m1``
-    for tied rows, log2 units."""
+def _tie_gap(m1, beta, min_gap, max_gap):
+    """``_common.tie_gap`` (a Gluon kernel cannot call Triton's) before its select: the shift's
+    gap above a tied row's finite maximum ``m1``, log2 units."""
     raw = gl.maximum((beta - 1.0) * m1, -m1)
     e = gl.exp2(raw * (2.8853900817779268 / max_gap))
     r = gl.inline_asm_elementwise("rcp.approx.ftz.f32 $0, $1;", "=r,r", [e + 1.0],
                                   dtype=gl.float32, is_pure=True, pack=1)
-    gap = gl.maximum(max_gap - (2.0 * max_gap) * r, min_gap)
-    return gl.where(tied & (m1 > float("-inf")), gap, 0.0)
+    return gl.maximum(max_gap - (2.0 * max_gap) * r, min_gap)
 
 
 @gluon.jit
@@ -110,7 +109,9 @@ def _softmax(s, m1, tied, shift, l_i, start_n, start_m, seqlen_k, diag, qk_scale
              BLOCK_N: gl.constexpr):
     """One key tile's online softmax on raw scores ``s`` (BLOCK_M, BLOCK_N) fp32: returns
     ``(p, alpha, m1, tied, shift, l_i)``, ``alpha`` the factor that moves the accumulator from
-    the old shift to the new one. The running state and its update are ``flash_fwd._fwd_tiles``'."""
+    the old shift to the new one. The running state and its update are ``flash_fwd._fwd_tiles``',
+    with the running maximum ``m1`` and ``tie_window`` in raw units (``s``'s, before
+    ``qk_scale``); ``shift`` is in log2 units."""
     if MASKED:
         cols = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
         ok = gl.expand_dims(cols < seqlen_k, 0)
@@ -118,17 +119,20 @@ def _softmax(s, m1, tied, shift, l_i, start_n, start_m, seqlen_k, diag, qk_scale
             rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
             ok = ok & (gl.expand_dims(cols, 0) <= gl.expand_dims(rows + diag, 1))
         s = gl.where(ok, s, float("-inf"))
-    m1_new = gl.maximum(m1, gl.max(s, 1) * qk_scale)
-    shift_new = gl.where(m1_new > float("-inf"), m1_new, 0.0)
+    m1_new = gl.maximum(m1, gl.max(s, 1))
+    top = m1_new * qk_scale
+    shift_new = gl.where(top > float("-inf"), top, 0.0)
     if STABILIZE:
         floor = m1_new - tie_window
-        lows = gl.expand_dims(floor * (1.0 / qk_scale), 1)
-        s_b, lows = gl.broadcast(s, lows)
+        s_b, lows = gl.broadcast(s, gl.expand_dims(floor, 1))
         near = gl.sum(_at_least(s_b, lows).to(gl.int32, bitcast=True), 1)
         near += _at_least(m1, floor).to(gl.int32, bitcast=True)
-        near += gl.where(tied & (m1 == m1_new), ONE_BITS, 0)
-        tied = (near != 0) & (near != ONE_BITS)
-        shift_new += _tie_gap(m1_new, tied, beta, min_gap, max_gap)
+        tied = (near != 0) & ((near != ONE_BITS) | (tied & (m1 == m1_new)))
+        gap = _tie_gap(top, beta, min_gap, max_gap)
+        if MASKED:  # a row may have no visible key yet (m1 -inf): all its scores "count"
+            shift_new = gl.where(tied & (top > float("-inf")), top + gap, shift_new)
+        else:
+            shift_new = gl.where(tied, top + gap, top)
     alpha = gl.where(m1 > float("-inf"), gl.exp2(shift - shift_new), 1.0)
     p = gl.exp2(s * qk_scale - gl.expand_dims(shift_new, 1))
     l_i = l_i * alpha + gl.sum(p, 1)
@@ -353,7 +357,9 @@ def _consume_tile(WG: gl.constexpr, unit, t0, k0, q_phase, q_smem, k_smem, v_sme
     tied = m1 > 0.0
     shift = gl.zeros_like(m1)
     l_i = gl.zeros_like(m1)
-    consts = (seqlen_k, diag, qk_scale, beta, tie_window, min_gap, max_gap)
+    # The running maximum m1 and the tie window are kept in raw score units (the scores before
+    # qk_scale): the window's floor is then one subtraction a row (v78a).
+    consts = (seqlen_k, diag, qk_scale, beta, tie_window / qk_scale, min_gap, max_gap)
     # This partition's key tiles (the loader's ``n_tiles`` is the last partition's, which
     # sees the most): [0, n_full) unmasked, [n_full, n_mine) cut by the diagonal or the end.
     hi = seqlen_k
