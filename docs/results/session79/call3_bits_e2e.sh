@@ -16,9 +16,11 @@ CUDA_VISIBLE_DEVICES=1 PYTHONPATH=$PWD python3 -m benchmarks.bench_e2e --models 
 export CUDA_VISIBLE_DEVICES=0
 PYTHONPATH=$PWD timeout -k 5 250 python3 gpu/forward_bits.py save --budget-s 170 \
     --out /tmp/bits_v78a.safetensors 2>&1 | quiet > "$OUT/bits_v78a.log" &
+new=$!
 PYTHONPATH=$PWD/.variants/main78:$PWD timeout -k 5 250 python3 gpu/forward_bits.py save \
     --budget-s 170 --out /tmp/bits_main78.safetensors 2>&1 | quiet > "$OUT/bits_main78.log" &
-wait %2 %3
+old=$!
+wait $new $old
 PYTHONPATH=$PWD python3 gpu/forward_bits.py compare /tmp/bits_main78.safetensors \
     /tmp/bits_v78a.safetensors --out "$OUT/forward_bits.json"
 PYTHONPATH=$PWD timeout -k 5 170 python3 gpu/hopper_fwd_ab.py \
