@@ -9,7 +9,8 @@ on and off, repeated keys, peaked rows) until ``--budget-s``. Launches use the h
 config per shape (``HF_STABLE_ATTN_AUTOTUNE=0`` is set here), so both trees run the same tiles.
 ``compare`` reads two such files and lists every tensor of their common cases that differs.
 
-Run on the GPU, once per tree, then compare (on any machine):
+The package maps its source folder's ``kernels/`` (``hf_stable_attn/__init__.py``), so the tree
+first on ``PYTHONPATH`` runs whole. Run on the GPU, once per tree, then compare (any machine):
   HF_HUB_OFFLINE=1 PYTHONPATH=$PWD python gpu/forward_bits.py save --out new.safetensors
   PYTHONPATH=OLD_TREE:$PWD python gpu/forward_bits.py save --out old.safetensors
   PYTHONPATH=$PWD python gpu/forward_bits.py compare old.safetensors new.safetensors --out b.json
@@ -32,8 +33,8 @@ import torch  # noqa: E402
 from safetensors.torch import load_file, save_file  # noqa: E402
 
 import hf_stable_attn  # noqa: E402
-from gpu.fuzz_kernels import draw_case, make_inputs  # noqa: E402
-from hf_stable_attn.kernels import flash_attn_fwd  # noqa: E402
+from gpu.fuzz_kernels import draw_case, gluon_parts, make_inputs  # noqa: E402
+from hf_stable_attn.kernels import LAUNCHES, flash_attn_fwd  # noqa: E402
 from hf_stable_attn.shift_rule import shift_params  # noqa: E402
 from hf_stable_attn.testing import fix_kwargs, launch_kwargs, near_tie_inputs  # noqa: E402
 
@@ -68,7 +69,10 @@ def save(args) -> None:
     for name, meta, q, k, v, masking, params in cases:
         if name.startswith("drawn") and time.perf_counter() - start > args.budget_s:
             break
+        for launch in LAUNCHES.values():
+            launch.last = None
         out, lse = flash_attn_fwd(q, k, v, **masking, **fix_kwargs(params))
+        meta = dict(meta, gluon=gluon_parts())
         tensors[f"{name}.out"] = out.contiguous().cpu()
         tensors[f"{name}.lse"] = lse.contiguous().cpu()
         metas[name] = meta
@@ -91,9 +95,10 @@ def compare(args) -> int:
         if x.shape != y.shape:
             differ.append(dict(tensor=key, shapes=[list(x.shape), list(y.shape)]))
         elif not torch.equal(x, y):
-            diff = (x.double() - y.double()).abs()
-            differ.append(dict(tensor=key, elements=int((x != y).sum()), numel=x.numel(),
-                               max_abs_diff=float(diff.nan_to_num(float("inf")).max())))
+            apart = x != y  # only these: equal +inf (lse of rows without keys) gives NaN
+            diff = (x[apart].double() - y[apart].double()).abs()
+            differ.append(dict(tensor=key, elements=int(apart.sum()), numel=x.numel(),
+                               max_abs_diff=float(diff.max()) if diff.numel() else 0.0))
     report = dict(a=args.a, b=args.b, tensors_a=len(a), tensors_b=len(b), compared=len(common),
                   differ=differ)
     with open(args.out, "w") as f:
