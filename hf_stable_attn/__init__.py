@@ -15,10 +15,12 @@ def _map_source_kernels() -> None:
     """In a source checkout, serve the top-level ``kernels/`` folder as ``hf_stable_attn.kernels``.
 
     Installed packages get this mapping from pyproject's package-dir; never touches an
-    installed top-level ``kernels`` (that name is Hugging Face's kernels library).
+    installed top-level ``kernels`` (that name is Hugging Face's kernels library). A checkout
+    always serves its own folder: an editable install's import finder maps the name to its own
+    checkout whatever ``sys.path`` says, which would mix another tree's kernels into this one.
     """
     name = __name__ + ".kernels"
-    if name in sys.modules or importlib.util.find_spec(name) is not None:
+    if name in sys.modules:
         return
     folder = Path(__file__).resolve().parent.parent / "kernels"
     if not (folder / "__init__.py").is_file() or not (folder.parent / "pyproject.toml").is_file():
