@@ -10,7 +10,8 @@ config per shape (``HF_STABLE_ATTN_AUTOTUNE=0`` is set here), so both trees run 
 ``compare`` reads two such files and lists every tensor of their common cases that differs.
 
 The package maps its source folder's ``kernels/`` (``hf_stable_attn/__init__.py``), so the tree
-first on ``PYTHONPATH`` runs whole. Run on the GPU, once per tree, then compare (any machine):
+first on ``PYTHONPATH`` runs whole (a tree from before session 79 needs an environment without
+an editable install of another checkout). Run on the GPU, once per tree, then compare:
   HF_HUB_OFFLINE=1 PYTHONPATH=$PWD python gpu/forward_bits.py save --out new.safetensors
   PYTHONPATH=OLD_TREE:$PWD python gpu/forward_bits.py save --out old.safetensors
   PYTHONPATH=$PWD python gpu/forward_bits.py compare old.safetensors new.safetensors --out b.json

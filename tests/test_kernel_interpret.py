@@ -637,6 +637,39 @@ def test_fuzz_script_flags_wrong_gradients(monkeypatch, tmp_path):
 
 
 @interp
+def test_forward_bits_script_finds_a_changed_bit_and_only_that(monkeypatch, tmp_path):
+    """``gpu/forward_bits.py`` on tiny drawn cases: two saves of the same tree compare equal;
+    a forward whose outputs move by one bf16 step at one place is found on exactly the output
+    tensors it moved (its lse untouched), with the exit status 1."""
+    import json
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent))  # gpu.fuzz_kernels
+    monkeypatch.setenv("HF_STABLE_ATTN_AUTOTUNE", "0")  # as the script sets it, undone after
+    bits = _gpu_script("forward_bits", monkeypatch)
+    save = ["save", "--device", "cpu", "--max-len", "24", "--cases", "3", "--no-near-tie"]
+    a, b, moved = (str(tmp_path / f"{n}.safetensors") for n in ("a", "b", "moved"))
+    bits.main([*save, "--out", a])
+    bits.main([*save, "--out", b])
+    assert bits.main(["compare", a, b, "--out", str(tmp_path / "same.json")]) == 0
+    kernel_fwd = bits.flash_attn_fwd
+
+    def one_step_off(*args, **kwargs):
+        out, lse = kernel_fwd(*args, **kwargs)
+        out = out.clone()
+        out.view(-1)[0] = torch.nextafter(out.view(-1)[0], torch.tensor(9.0, dtype=out.dtype))
+        return out, lse
+    monkeypatch.setattr(bits, "flash_attn_fwd", one_step_off)
+    bits.main([*save, "--out", moved])
+    report_path = tmp_path / "moved.json"
+    assert bits.main(["compare", a, moved, "--out", str(report_path)]) == 1
+    report = json.loads(report_path.read_text())
+    assert report["compared"] == 6
+    assert [d["tensor"] for d in report["differ"]] == [f"drawn{i}.out" for i in range(3)]
+    assert all(d["elements"] == 1 for d in report["differ"])
+
+
+@interp
 def test_tma_threshold_script_times_each_variant_and_restores_the_launchers(monkeypatch,
                                                                             tmp_path):
     """``gpu/tma_threshold_ab.py`` on a tiny shape: a timed record per variant, equal results
