@@ -642,9 +642,7 @@ def test_forward_bits_script_finds_a_changed_bit_and_only_that(monkeypatch, tmp_
     a forward whose outputs move by one bf16 step at one place is found on exactly the output
     tensors it moved (its lse untouched), with the exit status 1."""
     import json
-    from pathlib import Path
 
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent))  # gpu.fuzz_kernels
     monkeypatch.setenv("HF_STABLE_ATTN_AUTOTUNE", "0")  # as the script sets it, undone after
     bits = _gpu_script("forward_bits", monkeypatch)
     save = ["save", "--device", "cpu", "--max-len", "24", "--cases", "3", "--no-near-tie"]
