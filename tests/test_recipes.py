@@ -385,7 +385,7 @@ def test_accelerate_launch_cpu_with_replay_and_two_process_ddp(tmp_path, cache):
     # DDP over 2 CPU processes (gloo), micro-batch 8 x 2 processes x 1 accumulation step = the recorded
     # run's 8 x 1 x 2: the same samples in every optimizer step, so the same losses up to reduction order.
     ddp = launch(
-        ["torch.distributed.run", "--nproc_per_node", "2"],
+        ["torch.distributed.run", "--standalone", "--nproc_per_node", "2"],
         tmp_path / "ddp",
         "--replay_batches",
         order,
