@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 80, call 3, the same machine, GPU 0 alone, the machine's Triton 3.6, main (v78a's
+# Session 80, call 4, the same machine, GPU 0 alone, the machine's Triton 3.6, main (v78a's
 # kernels): generation latency through Transformers (bench_e2e's prompts, dynamic cache),
 # stable_flash against sdpa, both models, one process per entry; the first at v78a. OUT set.
 set -uo pipefail

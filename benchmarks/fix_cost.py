@@ -1,0 +1,87 @@
+"""The fix's cost on issue 4's target shapes, pooled over several runs: per run and shape the
+ratio ``stable_flash_nofix`` / ``stable_flash`` of the ``do_bench`` medians and of the
+back-to-back timings (``--sustain-s``), per shape the median of those ratios over the runs, then
+``make_tables.target_summary``'s geometric mean and worst case over the shapes. Each ratio stays
+within one run (both calls interleaved in one process); several runs of a shape average over the
+processes' compiles, tuner picks and the card's state, which a single stitched set does not.
+
+    python -m benchmarks.fix_cost benchmarks/results/A-attention.json B-attention.json ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+from benchmarks.make_tables import (
+    NOFIX, OURS, _geomean, markdown_table, meets, shape_rows, target_ratio,
+)
+from benchmarks.targets import MODE, TARGET_SET, _group
+
+FIELDS = (("medians", "tflops"), ("back to back", "tflops_sustained"))
+LIMIT = 1.03
+
+
+def run_ratios(paths: list[str]) -> dict[tuple, dict[str, list[float]]]:
+    """``{shape_key: {field: [ratio per run]}}`` over the target shapes of ``paths`` that hold
+    both of ours (``bf16``, ``fwd_bwd``)."""
+    pooled: dict[tuple, dict[str, list[float]]] = {}
+    for path in paths:
+        data = json.loads(Path(path).read_text())
+        if data.get("benchmark") != "attention":
+            raise ValueError(f"{path}: not an attention sweep "
+                             f"(benchmark={data.get('benchmark')!r})")
+        for shape, by_impl in shape_rows(data["records"]).get(("bf16", MODE), {}).items():
+            if (shape[0], shape[1], shape[2], _group(shape)) not in TARGET_SET:
+                continue
+            if OURS not in by_impl or NOFIX not in by_impl:
+                continue
+            for _, field in FIELDS:
+                ratio = target_ratio(by_impl, NOFIX, field)
+                if ratio is not None:
+                    pooled.setdefault(shape, {}).setdefault(field, []).append(ratio)
+    return pooled
+
+
+def report(paths: list[str]) -> str:
+    """Per shape the runs' ratios and their median; then geomean, worst and shapes above 3%."""
+    pooled = run_ratios(paths)
+    rows, medians = [], {field: [] for _, field in FIELDS}
+    for shape in sorted(pooled):
+        seqlen, head_dim, causal, hq, hkv, _ = shape
+        cells = [str(seqlen), str(head_dim), "yes" if causal else "no", f"{hq}/{hkv}"]
+        for _, field in FIELDS:
+            ratios = pooled[shape].get(field, [])
+            if ratios:
+                medians[field].append(statistics.median(ratios))
+            cells.append(" ".join(f"{r:.3f}" for r in ratios) or "—")
+            cells.append(f"{statistics.median(ratios):.3f}" if ratios else "—")
+        rows.append(cells)
+    lines = [f"The fix's cost (nofix / fix) over {len(paths)} file(s), "
+             f"{len(pooled)} of {len(TARGET_SET)} target shapes:", ""]
+    lines += markdown_table(["S", "D", "causal", "Hq/Hkv", "runs", "median", "runs, back to back",
+                             "median, back to back"], rows)
+    summary = []
+    for label, field in FIELDS:
+        values = medians[field]
+        if values:
+            above = sum(not meets(v, LIMIT, False) for v in values)
+            summary.append([label, f"{_geomean(values):.4f}", f"{max(values):.3f}",
+                            f"{above} of {len(values)}"])
+    lines += ["", *markdown_table(["timings", "geomean of the medians", "worst",
+                                   f"shapes above {LIMIT}"], summary)]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> str:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("results", nargs="+", help="attention results JSON files")
+    text = report(p.parse_args(argv).results)
+    print(text)
+    return text
+
+
+if __name__ == "__main__":
+    main()
