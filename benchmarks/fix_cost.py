@@ -11,14 +11,10 @@ processes' compiles, tuner picks and the card's state, which a single stitched s
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-from pathlib import Path
 
-from benchmarks.make_tables import (
-    NOFIX, OURS, _geomean, markdown_table, meets, shape_rows, target_ratio,
-)
-from benchmarks.targets import MODE, TARGET_SET, _group
+from benchmarks.make_tables import NOFIX, OURS, _geomean, markdown_table, meets, target_ratio
+from benchmarks.targets import TARGET_SET, _group, bf16_shapes
 
 FIELDS = (("medians", "tflops"), ("back to back", "tflops_sustained"))
 LIMIT = 1.03
@@ -29,11 +25,7 @@ def run_ratios(paths: list[str]) -> dict[tuple, dict[str, list[float]]]:
     both of ours (``bf16``, ``fwd_bwd``)."""
     pooled: dict[tuple, dict[str, list[float]]] = {}
     for path in paths:
-        data = json.loads(Path(path).read_text())
-        if data.get("benchmark") != "attention":
-            raise ValueError(f"{path}: not an attention sweep "
-                             f"(benchmark={data.get('benchmark')!r})")
-        for shape, by_impl in shape_rows(data["records"]).get(("bf16", MODE), {}).items():
+        for shape, by_impl in bf16_shapes(path).items():
             if (shape[0], shape[1], shape[2], _group(shape)) not in TARGET_SET:
                 continue
             if OURS not in by_impl or NOFIX not in by_impl:

@@ -24,17 +24,22 @@ MODE = "fwd_bwd"
 TARGET_SET = tuple(itertools.product((2048, 4096, 8192), (64, 128), (False, True), (1, 8)))
 
 
+def bf16_shapes(path: str) -> dict[tuple, dict[str, dict]]:
+    """``{shape_key: {impl: record}}`` of the bf16 ``fwd_bwd`` records of one attention
+    results file; a ValueError for any other benchmark's file."""
+    data = json.loads(Path(path).read_text())
+    if data.get("benchmark") != "attention":
+        raise ValueError(f"{path}: not an attention sweep (benchmark={data.get('benchmark')!r})")
+    return shape_rows(data["records"]).get(("bf16", MODE), {})
+
+
 def stitch(paths: list[str]) -> tuple[list[dict], dict[tuple, str]]:
     """The ``fwd_bwd`` records of ``paths`` (attention results), one file per shape: a later
     file's records of a shape replace an earlier one's. Returns the records and, per shape key
     (``make_tables.SHAPE_KEYS``), the name of the file they came from."""
     chosen: dict[tuple, tuple[str, dict[str, dict]]] = {}
     for path in paths:
-        data = json.loads(Path(path).read_text())
-        if data.get("benchmark") != "attention":
-            raise ValueError(f"{path}: not an attention sweep "
-                             f"(benchmark={data.get('benchmark')!r})")
-        for shape, by_impl in shape_rows(data["records"]).get(("bf16", MODE), {}).items():
+        for shape, by_impl in bf16_shapes(path).items():
             chosen[shape] = (Path(path).name, by_impl)
     records = [r for _, by_impl in chosen.values() for r in by_impl.values()]
     return records, {shape: name for shape, (name, _) in chosen.items()}
