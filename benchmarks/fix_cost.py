@@ -1,7 +1,7 @@
 """The fix's cost on issue 4's target shapes, pooled over several runs: per run and shape the
 ratio ``stable_flash_nofix`` / ``stable_flash`` of the ``do_bench`` medians and of the
 back-to-back timings (``--sustain-s``), per shape the median of those ratios over the runs, then
-``make_tables.target_summary``'s geometric mean and worst case over the shapes. Each ratio stays
+the geometric mean and the worst case of those medians over the shapes. Each ratio stays
 within one run (both calls interleaved in one process); several runs of a shape average over the
 processes' compiles, tuner picks and the card's state, which a single stitched set does not.
 
