@@ -14,7 +14,7 @@ import argparse
 import statistics
 
 from benchmarks.make_tables import NOFIX, OURS, _geomean, markdown_table, meets, target_ratio
-from benchmarks.targets import TARGET_SET, _group, bf16_shapes
+from benchmarks.targets import TARGET_SET, bf16_shapes, target_key
 
 FIELDS = (("medians", "tflops"), ("back to back", "tflops_sustained"))
 LIMIT = 1.03
@@ -26,7 +26,7 @@ def run_ratios(paths: list[str]) -> dict[tuple, dict[str, list[float]]]:
     pooled: dict[tuple, dict[str, list[float]]] = {}
     for path in paths:
         for shape, by_impl in bf16_shapes(path).items():
-            if (shape[0], shape[1], shape[2], _group(shape)) not in TARGET_SET:
+            if target_key(shape) not in TARGET_SET:
                 continue
             if OURS not in by_impl or NOFIX not in by_impl:
                 continue

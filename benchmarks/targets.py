@@ -50,9 +50,14 @@ def _group(shape: tuple) -> int:
     return hq // hkv
 
 
+def target_key(shape: tuple) -> tuple:
+    """A shape key's ``TARGET_SET`` entry: (seqlen, head_dim, causal, query heads per KV head)."""
+    return shape[0], shape[1], shape[2], _group(shape)
+
+
 def missing(records: list[dict]) -> list[tuple]:
     """``TARGET_SET`` entries that no record covers."""
-    have = {(s[0], s[1], s[2], _group(s)) for s in target_shapes(records, MODE)}
+    have = {target_key(s) for s in target_shapes(records, MODE)}
     return [t for t in TARGET_SET if t not in have]
 
 
