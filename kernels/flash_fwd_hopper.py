@@ -82,14 +82,49 @@ def _to_operand(p, dtype: gl.constexpr):
 
 
 @gluon.jit
-def _tie_gap(m1, beta, min_gap, max_gap):
+def _lane_odd(rows):
+    """-1 on a warp's odd lanes and 0 on its even ones, in the shape of ``rows``, a row vector
+    (BLOCK_M,) of the wgmma layout. Only ``_tie_gap`` reads it: it is not a function of the row."""
+    return gl.inline_asm_elementwise(
+        "{ .reg .b32 t; mov.u32 t, %laneid; and.b32 t, t, 1; neg.s32 $0, t; }", "=r,r", [rows],
+        dtype=gl.int32, is_pure=True, pack=1)
+
+
+# ``_tie_gap``'s PTX: the lane's row's ``top`` (``lop3 .., 0xE4`` is ``odd ? x : y``), then
+# ``_common.tie_gap``'s arithmetic op for op (inputs: ``top`` of rows a and b, ``_lane_odd``,
+# then beta - 1, 2 log2(e) / max_gap, -2 max_gap, max_gap, min_gap as splats), then the lanes
+# of a pair swap their gaps.
+TIE_GAP_PAIR = gl.constexpr("""{
+.reg .b32 top, neg, raw, e, g, o;
+lop3.b32 top, $3, $2, $4, 0xE4;
+mul.f32 raw, top, $6;
+neg.f32 neg, top;
+max.f32 raw, raw, neg;
+mul.f32 raw, raw, $8;
+ex2.approx.ftz.f32 e, raw;
+add.f32 e, e, 0f3F800000;
+rcp.approx.ftz.f32 e, e;
+fma.rn.f32 g, $10, e, $12;
+max.f32 g, g, $14;
+shfl.sync.bfly.b32 o, g, 1, 0x1f, -1;
+lop3.b32 $0, o, g, $4, 0xE4;
+lop3.b32 $1, g, o, $4, 0xE4;
+}""")
+
+
+@gluon.jit
+def _tie_gap(top, odd, beta, min_gap, max_gap):
     """``_common.tie_gap`` (a Gluon kernel cannot call Triton's) before its select: the shift's
-    gap above a tied row's finite maximum ``m1``, log2 units."""
-    raw = gl.maximum((beta - 1.0) * m1, -m1)
-    e = gl.exp2(raw * (2.8853900817779268 / max_gap))
-    r = gl.inline_asm_elementwise("rcp.approx.ftz.f32 $0, $1;", "=r,r", [e + 1.0],
-                                  dtype=gl.float32, is_pure=True, pack=1)
-    return gl.maximum(max_gap - (2.0 * max_gap) * r, min_gap)
+    gap above a tied row's finite maximum ``top`` (BLOCK_M,), log2 units. A thread holds two
+    rows of the wgmma layout, as does its pair lane (l ^ 1): each lane of the pair computes one
+    row's gap (``odd``: ``_lane_odd``) and they swap, one ``ex2`` and one ``rcp`` a lane instead
+    of two (v81a)."""
+    ones = gl.full_like(top, 1.0)
+    return gl.inline_asm_elementwise(
+        TIE_GAP_PAIR, "=r,=r" + ",r" * 14,
+        [top, odd, ones * (beta - 1.0), ones * (2.8853900817779268 / max_gap),
+         ones * -(2.0 * max_gap), ones * max_gap, ones * min_gap],
+        dtype=gl.float32, is_pure=True, pack=2)
 
 
 @gluon.jit
@@ -104,14 +139,14 @@ def _sink_fold(l_safe, shift, sink):
 
 @gluon.jit
 def _softmax(s, m1, tied, shift, l_i, start_n, start_m, seqlen_k, diag, qk_scale, beta,
-             tie_window, min_gap, max_gap, s_layout: gl.constexpr, MASKED: gl.constexpr,
-             CAUSAL: gl.constexpr, STABILIZE: gl.constexpr, BLOCK_M: gl.constexpr,
-             BLOCK_N: gl.constexpr):
+             tie_window, min_gap, max_gap, lane_odd, s_layout: gl.constexpr,
+             MASKED: gl.constexpr, CAUSAL: gl.constexpr, STABILIZE: gl.constexpr,
+             BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):
     """One key tile's online softmax on raw scores ``s`` (BLOCK_M, BLOCK_N) fp32: returns
     ``(p, alpha, m1, tied, shift, l_i)``, ``alpha`` the factor that moves the accumulator from
     the old shift to the new one. The running state and its update are ``flash_fwd._fwd_tiles``',
     with the running maximum ``m1`` and ``tie_window`` in raw units (``s``'s, before
-    ``qk_scale``); ``shift`` is in log2 units."""
+    ``qk_scale``); ``shift`` is in log2 units; ``lane_odd`` is ``_lane_odd``."""
     if MASKED:
         cols = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
         ok = gl.expand_dims(cols < seqlen_k, 0)
@@ -128,7 +163,7 @@ def _softmax(s, m1, tied, shift, l_i, start_n, start_m, seqlen_k, diag, qk_scale
         near = gl.sum(_at_least(s_b, lows).to(gl.int32, bitcast=True), 1)
         near += _at_least(m1, floor).to(gl.int32, bitcast=True)
         tied = (near != 0) & ((near != ONE_BITS) | (tied & (m1 == m1_new)))
-        gap = _tie_gap(top, beta, min_gap, max_gap)
+        gap = _tie_gap(top, lane_odd, beta, min_gap, max_gap)
         if MASKED:  # a row may have no visible key yet (m1 -inf): all its scores "count"
             shift_new = gl.where(tied & (top > float("-inf")), top + gap, shift_new)
         else:
@@ -359,7 +394,8 @@ def _consume_tile(WG: gl.constexpr, unit, t0, k0, q_phase, q_smem, k_smem, v_sme
     l_i = gl.zeros_like(m1)
     # The running maximum m1 and the tie window are kept in raw score units (the scores before
     # qk_scale): the window's floor is then one subtraction a row (v78a).
-    consts = (seqlen_k, diag, qk_scale, beta, tie_window / qk_scale, min_gap, max_gap)
+    consts = (seqlen_k, diag, qk_scale, beta, tie_window / qk_scale, min_gap, max_gap,
+              _lane_odd(m1))
     # This partition's key tiles (the loader's ``n_tiles`` is the last partition's, which
     # sees the most): [0, n_full) unmasked, [n_full, n_mine) cut by the diagonal or the end.
     hi = seqlen_k
@@ -432,7 +468,7 @@ def _consume_tile(WG: gl.constexpr, unit, t0, k0, q_phase, q_smem, k_smem, v_sme
 @gluon.jit
 def _step(j, t0, k0, acc, p_op, m1, tied, shift, l_i, q, k_smem, v_smem, k_full, k_empty,
           v_full, v_empty, turns, zero_s, rows0, seqlen_k, diag, qk_scale, beta, tie_window,
-          min_gap, max_gap, s_layout: gl.constexpr, row_o: gl.constexpr,
+          min_gap, max_gap, lane_odd, s_layout: gl.constexpr, row_o: gl.constexpr,
           p_layout: gl.constexpr, WG: gl.constexpr, MASKED: gl.constexpr,
           CAUSAL: gl.constexpr, STABILIZE: gl.constexpr, BLOCK_M: gl.constexpr,
           BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
@@ -459,7 +495,8 @@ def _step(j, t0, k0, acc, p_op, m1, tied, shift, l_i, q, k_smem, v_smem, k_full,
     mbarrier.arrive(k_empty.index(slot), count=1)
     p, alpha, m1, tied, shift, l_i = _softmax(
         s, m1, tied, shift, l_i, j * BLOCK_N, rows0, seqlen_k, diag, qk_scale, beta,
-        tie_window, min_gap, max_gap, s_layout, MASKED, CAUSAL, STABILIZE, BLOCK_M, BLOCK_N)
+        tie_window, min_gap, max_gap, lane_odd, s_layout, MASKED, CAUSAL, STABILIZE, BLOCK_M,
+        BLOCK_N)
     acc = warpgroup_mma_wait(0, deps=(acc_tok,))
     mbarrier.arrive(v_empty.index(prev), count=1)
     acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
