@@ -113,18 +113,25 @@ lop3.b32 $1, g, o, $4, 0xE4;
 
 
 @gluon.jit
-def _tie_gap(top, odd, beta, min_gap, max_gap):
+def _tie_gap(top, odd, beta, min_gap, max_gap, PAIRED: gl.constexpr):
     """``_common.tie_gap`` (a Gluon kernel cannot call Triton's) before its select: the shift's
-    gap above a tied row's finite maximum ``top`` (BLOCK_M,), log2 units. A thread holds two
-    rows of the wgmma layout, as does its pair lane (l ^ 1): each lane of the pair computes one
-    row's gap (``odd``: ``_lane_odd``) and they swap, one ``ex2`` and one ``rcp`` a lane instead
-    of two (v81a)."""
-    ones = gl.full_like(top, 1.0)
-    return gl.inline_asm_elementwise(
-        TIE_GAP_PAIR, "=r,=r" + ",r" * 14,
-        [top, odd, ones * (beta - 1.0), ones * (2.8853900817779268 / max_gap),
-         ones * -(2.0 * max_gap), ones * max_gap, ones * min_gap],
-        dtype=gl.float32, is_pure=True, pack=2)
+    gap above a tied row's finite maximum ``top`` (BLOCK_M,), log2 units. ``PAIRED`` (v81a): a
+    thread holds two rows of the wgmma layout, as does its pair lane (l ^ 1); each lane of the
+    pair computes one row's gap (``odd``: ``_lane_odd``) and they swap, one ``ex2`` and one
+    ``rcp`` a lane instead of two."""
+    if PAIRED:
+        ones = gl.full_like(top, 1.0)
+        return gl.inline_asm_elementwise(
+            TIE_GAP_PAIR, "=r,=r" + ",r" * 14,
+            [top, odd, ones * (beta - 1.0), ones * (2.8853900817779268 / max_gap),
+             ones * -(2.0 * max_gap), ones * max_gap, ones * min_gap],
+            dtype=gl.float32, is_pure=True, pack=2)
+    else:
+        raw = gl.maximum((beta - 1.0) * top, -top)
+        e = gl.exp2(raw * (2.8853900817779268 / max_gap))
+        r = gl.inline_asm_elementwise("rcp.approx.ftz.f32 $0, $1;", "=r,r", [e + 1.0],
+                                      dtype=gl.float32, is_pure=True, pack=1)
+        return gl.maximum(max_gap - (2.0 * max_gap) * r, min_gap)
 
 
 @gluon.jit
@@ -141,12 +148,13 @@ def _sink_fold(l_safe, shift, sink):
 def _softmax(s, m1, tied, shift, l_i, start_n, start_m, seqlen_k, diag, qk_scale, beta,
              tie_window, min_gap, max_gap, lane_odd, s_layout: gl.constexpr,
              MASKED: gl.constexpr, CAUSAL: gl.constexpr, STABILIZE: gl.constexpr,
-             BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):
+             BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, PAIR_GAP: gl.constexpr):
     """One key tile's online softmax on raw scores ``s`` (BLOCK_M, BLOCK_N) fp32: returns
     ``(p, alpha, m1, tied, shift, l_i)``, ``alpha`` the factor that moves the accumulator from
     the old shift to the new one. The running state and its update are ``flash_fwd._fwd_tiles``',
     with the running maximum ``m1`` and ``tie_window`` in raw units (``s``'s, before
-    ``qk_scale``); ``shift`` is in log2 units; ``lane_odd`` is ``_lane_odd``."""
+    ``qk_scale``); ``shift`` is in log2 units; ``lane_odd`` and ``PAIR_GAP`` are
+    ``_tie_gap``'s."""
     if MASKED:
         cols = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
         ok = gl.expand_dims(cols < seqlen_k, 0)
@@ -163,7 +171,7 @@ def _softmax(s, m1, tied, shift, l_i, start_n, start_m, seqlen_k, diag, qk_scale
         near = gl.sum(_at_least(s_b, lows).to(gl.int32, bitcast=True), 1)
         near += _at_least(m1, floor).to(gl.int32, bitcast=True)
         tied = (near != 0) & ((near != ONE_BITS) | (tied & (m1 == m1_new)))
-        gap = _tie_gap(top, lane_odd, beta, min_gap, max_gap)
+        gap = _tie_gap(top, lane_odd, beta, min_gap, max_gap, PAIR_GAP)
         if MASKED:  # a row may have no visible key yet (m1 -inf): all its scores "count"
             shift_new = gl.where(tied & (top > float("-inf")), top + gap, shift_new)
         else:
@@ -396,6 +404,11 @@ def _consume_tile(WG: gl.constexpr, unit, t0, k0, q_phase, q_smem, k_smem, v_sme
     # qk_scale): the window's floor is then one subtraction a row (v78a).
     consts = (seqlen_k, diag, qk_scale, beta, tie_window / qk_scale, min_gap, max_gap,
               _lane_odd(m1))
+    # A tie gap a lane pair (``_tie_gap``, v81a) where the consumers have registers to spare.
+    # With the fix, on the 12 shapes of a head dim (session 81, two H200s, against main's gap a
+    # row): the two-consumer D128 forward 2.4% faster (geomean; -0.2% to +5.7%), the
+    # three-consumer D64 one (160 registers a thread; its builds spill more) 2.3% slower.
+    PAIR_GAP: gl.constexpr = CONSUMERS == 2
     # This partition's key tiles (the loader's ``n_tiles`` is the last partition's, which
     # sees the most): [0, n_full) unmasked, [n_full, n_mine) cut by the diagonal or the end.
     hi = seqlen_k
@@ -417,19 +430,19 @@ def _consume_tile(WG: gl.constexpr, unit, t0, k0, q_phase, q_smem, k_smem, v_sme
     mbarrier.arrive(k_empty.index(t0 % STAGES), count=1)
     p, alpha, m1, tied, shift, l_i = _softmax(s, m1, tied, shift, l_i, 0, rows0, *consts,
                                               s_layout, True, CAUSAL, STABILIZE, BLOCK_M,
-                                              BLOCK_N)
+                                              BLOCK_N, PAIR_GAP)
     p_op = gl.convert_layout(_to_operand(p, dtype), p_layout)
     acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
     for j in range(1, n_full):
         acc, p_op, m1, tied, shift, l_i = _step(
             j, t0, k0, acc, p_op, m1, tied, shift, l_i, q, k_smem, v_smem, k_full, k_empty,
             v_full, v_empty, turns, zero_s, rows0, *consts, s_layout, row_o, p_layout, WG,
-            False, CAUSAL, STABILIZE, BLOCK_M, BLOCK_N, STAGES)
+            False, CAUSAL, STABILIZE, BLOCK_M, BLOCK_N, STAGES, PAIR_GAP)
     for j in range(n_full, n_mine):
         acc, p_op, m1, tied, shift, l_i = _step(
             j, t0, k0, acc, p_op, m1, tied, shift, l_i, q, k_smem, v_smem, k_full, k_empty,
             v_full, v_empty, turns, zero_s, rows0, *consts, s_layout, row_o, p_layout, WG,
-            True, CAUSAL, STABILIZE, BLOCK_M, BLOCK_N, STAGES)
+            True, CAUSAL, STABILIZE, BLOCK_M, BLOCK_N, STAGES, PAIR_GAP)
     mbarrier.arrive(q_empty.index(WG), count=1)  # every Q K^T of the tile has completed
     last = t0 + n_mine - 1
     mbarrier.wait(v_full.index(last % STAGES), (last // STAGES) & 1)
@@ -471,7 +484,7 @@ def _step(j, t0, k0, acc, p_op, m1, tied, shift, l_i, q, k_smem, v_smem, k_full,
           min_gap, max_gap, lane_odd, s_layout: gl.constexpr, row_o: gl.constexpr,
           p_layout: gl.constexpr, WG: gl.constexpr, MASKED: gl.constexpr,
           CAUSAL: gl.constexpr, STABILIZE: gl.constexpr, BLOCK_M: gl.constexpr,
-          BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
+          BLOCK_N: gl.constexpr, STAGES: gl.constexpr, PAIR_GAP: gl.constexpr):
     """v19a's step on the tile's key tile ``j`` (ring slot ``t0 + j``) with the ring's slots
     released to the loader as their readers finish; the two matrix products are this
     consumer's turn ``k0 + j`` (``_take_turn``)."""
@@ -496,7 +509,7 @@ def _step(j, t0, k0, acc, p_op, m1, tied, shift, l_i, q, k_smem, v_smem, k_full,
     p, alpha, m1, tied, shift, l_i = _softmax(
         s, m1, tied, shift, l_i, j * BLOCK_N, rows0, seqlen_k, diag, qk_scale, beta,
         tie_window, min_gap, max_gap, lane_odd, s_layout, MASKED, CAUSAL, STABILIZE, BLOCK_M,
-        BLOCK_N)
+        BLOCK_N, PAIR_GAP)
     acc = warpgroup_mma_wait(0, deps=(acc_tok,))
     mbarrier.arrive(v_empty.index(prev), count=1)
     acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
