@@ -404,10 +404,10 @@ def _consume_tile(WG: gl.constexpr, unit, t0, k0, q_phase, q_smem, k_smem, v_sme
     # qk_scale): the window's floor is then one subtraction a row (v78a).
     consts = (seqlen_k, diag, qk_scale, beta, tie_window / qk_scale, min_gap, max_gap,
               _lane_odd(m1))
-    # A tie gap a lane pair (``_tie_gap``, v81a) where the consumers have registers to spare.
+    # A tie gap a lane pair (``_tie_gap``, v81a) where it measured faster: two consumers.
     # With the fix, on the 12 shapes of a head dim (session 81, two H200s, against main's gap a
     # row): the two-consumer D128 forward 2.4% faster (geomean; -0.2% to +5.7%), the
-    # three-consumer D64 one (160 registers a thread; its builds spill more) 2.3% slower.
+    # three-consumer D64 one (160 registers a thread) 2.3% slower.
     PAIR_GAP: gl.constexpr = CONSUMERS == 2
     # This partition's key tiles (the loader's ``n_tiles`` is the last partition's, which
     # sees the most): [0, n_full) unmasked, [n_full, n_mine) cut by the diagonal or the end.
