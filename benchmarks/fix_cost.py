@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from benchmarks.make_tables import NOFIX, OURS, _geomean, markdown_table, meets, target_ratio
+from benchmarks.make_tables import NOFIX, OURS, geomean, markdown_table, meets, target_ratio
 from benchmarks.targets import TARGET_SET, bf16_shapes, target_key
 
 FIELDS = (("medians", "tflops"), ("back to back", "tflops_sustained"))
@@ -60,7 +60,7 @@ def report(paths: list[str]) -> str:
         values = medians[field]
         if values:
             above = sum(not meets(v, LIMIT, False) for v in values)
-            summary.append([label, f"{_geomean(values):.4f}", f"{max(values):.3f}",
+            summary.append([label, f"{geomean(values):.4f}", f"{max(values):.3f}",
                             f"{above} of {len(values)}"])
     lines += ["", *markdown_table(["timings", "geomean of the medians", "worst",
                                    f"shapes above {LIMIT}"], summary)]

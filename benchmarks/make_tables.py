@@ -59,7 +59,8 @@ def rate_ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a and b else None
 
 
-def _geomean(values: list[float]) -> float:
+def geomean(values: list[float]) -> float:
+    """The geometric mean of positive ``values`` (a non-empty list)."""
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
@@ -140,7 +141,7 @@ def _target_row(label: str, ratios: list[float], target: float, higher: bool) ->
     if not ratios:
         return [label, bound, "—", "—", "0", "no data"]
     worst = min(ratios) if higher else max(ratios)
-    mean = _geomean(ratios)
+    mean = geomean(ratios)
     ok, worst_ok = meets(mean, target, higher), meets(worst, target, higher)
     verdict = "met" if ok and worst_ok else ("met on geomean" if ok else "not met")
     return [label, bound, f"{mean:.3f}", f"{worst:.3f}", str(len(ratios)), verdict]
