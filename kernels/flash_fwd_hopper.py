@@ -90,10 +90,11 @@ def _lane_odd(rows):
         dtype=gl.int32, is_pure=True, pack=1)
 
 
-# ``_tie_gap``'s PTX: the lane's row's ``top`` (``lop3 .., 0xE4`` is ``odd ? x : y``), then
-# ``_common.tie_gap``'s arithmetic op for op (inputs: ``top`` of rows a and b, ``_lane_odd``,
-# then beta - 1, 2 log2(e) / max_gap, -2 max_gap, max_gap, min_gap as splats), then the lanes
-# of a pair swap their gaps.
+# ``_tie_gap``'s PTX over a thread's two rows (``pack=2``: each input gives two operands, the
+# thread's two elements): ``$0, $1`` the gaps; ``$2, $3`` the rows' ``top``; ``$4`` ``_lane_odd``;
+# ``$6, $8, $10, $12, $14`` the splats beta - 1, 2 log2(e) / max_gap, -2 max_gap, max_gap and
+# min_gap. The lane's row's ``top`` (``lop3 .., 0xE4`` is ``odd ? x : y``), then
+# ``_common.tie_gap``'s arithmetic op for op as LLVM compiles it, then the pair swaps gaps.
 TIE_GAP_PAIR = gl.constexpr("""{
 .reg .b32 top, neg, raw, e, g, o;
 lop3.b32 top, $3, $2, $4, 0xE4;
@@ -116,9 +117,10 @@ lop3.b32 $1, g, o, $4, 0xE4;
 def _tie_gap(top, odd, beta, min_gap, max_gap, PAIRED: gl.constexpr):
     """``_common.tie_gap`` (a Gluon kernel cannot call Triton's) before its select: the shift's
     gap above a tied row's finite maximum ``top`` (BLOCK_M,), log2 units. ``PAIRED`` (v81a): a
-    thread holds two rows of the wgmma layout, as does its pair lane (l ^ 1); each lane of the
-    pair computes one row's gap (``odd``: ``_lane_odd``) and they swap, one ``ex2`` and one
-    ``rcp`` a lane instead of two."""
+    thread holds two rows of the wgmma layout (its only two elements of ``top``, which ``pack=2``
+    hands one invocation), as does its pair lane (l ^ 1); each lane of the pair computes one
+    row's gap (``odd``: ``_lane_odd``) and they swap, one ``ex2`` and one ``rcp`` a lane instead
+    of two. The same operations on the same operands as unpaired, so the same bits."""
     if PAIRED:
         ones = gl.full_like(top, 1.0)
         return gl.inline_asm_elementwise(
