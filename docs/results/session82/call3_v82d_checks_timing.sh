@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Session 82, call 3, one H200, Triton 3.6: v82d (f08e37f). First the Gluon forward's GPU tests
 # (tests/gpu/test_hopper_forward.py, test_sinks_gpu.py, and test_kernel_gpu.py's tie tests) in
-# parallel workers; then gpu/hopper_fwd_ab.py against main's forward (.variants/m80: main's D64
-# code; its D128 code is v81a's pairing's predecessor, main before v81b), 3 interleaved rounds,
+# parallel workers; then gpu/hopper_fwd_ab.py against main's forward (.variants/m80/flash_fwd_hopper_v81b.py, main's kernels/flash_fwd_hopper.py
+# at 00fbf8b), 3 interleaved rounds,
 # S 4096, 8192, 2048, D64 then D128, timing only.
 # Carry [".variants/m80", ".gpu_carry"].
 set -uo pipefail
@@ -20,7 +20,7 @@ timeout -k 5 200 python3 -m pytest -m gpu -q --tb=short -p no:cacheprovider -rfE
 echo "pytest exit $?" >> $W/tests.log
 for d in 64 128; do
     timeout -k 5 190 python3 gpu/hopper_fwd_ab.py \
-        --base .variants/m80/flash_fwd_hopper_main.py --no-checks --head-dims $d \
+        --base .variants/m80/flash_fwd_hopper_v81b.py --no-checks --head-dims $d \
         --seqlens 4096 8192 2048 --rounds 3 --budget-s 170 --out $W/ab_d$d.json 2>&1 \
         | quiet > $W/ab_d$d.log
 done
