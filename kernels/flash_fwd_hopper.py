@@ -122,18 +122,28 @@ def _tie_gap(top, odd, beta, min_gap, max_gap, PAIRED: gl.constexpr):
     row's gap (``odd``: ``_lane_odd``) and they swap, one ``ex2`` and one ``rcp`` a lane instead
     of two. The same operations on the same operands as unpaired, so the same bits."""
     if PAIRED:
+        above, rate, span = _gap_constants(beta, max_gap)
         ones = gl.full_like(top, 1.0)
         return gl.inline_asm_elementwise(
             TIE_GAP_PAIR, "=r,=r" + ",r" * 14,
-            [top, odd, ones * (beta - 1.0), ones * (2.8853900817779268 / max_gap),
-             ones * -(2.0 * max_gap), ones * max_gap, ones * min_gap],
+            [top, odd, ones * above, ones * rate, ones * -span, ones * max_gap,
+             ones * min_gap],
             dtype=gl.float32, is_pure=True, pack=2)
     else:
-        raw = gl.maximum((beta - 1.0) * top, -top)
-        e = gl.exp2(raw * (2.8853900817779268 / max_gap))
+        above, rate, span = _gap_constants(beta, max_gap)
+        raw = gl.maximum(above * top, -top)
+        e = gl.exp2(raw * rate)
         r = gl.inline_asm_elementwise("rcp.approx.ftz.f32 $0, $1;", "=r,r", [e + 1.0],
                                       dtype=gl.float32, is_pure=True, pack=1)
-        return gl.maximum(max_gap - (2.0 * max_gap) * r, min_gap)
+        return gl.maximum(max_gap - span * r, min_gap)
+
+
+@gluon.jit
+def _gap_constants(beta, max_gap):
+    """``_common.tie_gap``'s scalars: ``(beta - 1, 2 log2(e) / max_gap, 2 max_gap)``, the
+    paper's target above a positive maximum, the rate that writes ``e^(2 raw / max_gap)`` as an
+    exp2, and the tanh's span."""
+    return beta - 1.0, 2.8853900817779268 / max_gap, 2.0 * max_gap
 
 
 @gluon.jit
