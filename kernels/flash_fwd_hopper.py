@@ -140,9 +140,9 @@ def _tie_gap(top, odd, beta, min_gap, max_gap, PAIRED: gl.constexpr):
 
 @gluon.jit
 def _gap_constants(beta, max_gap):
-    """``_common.tie_gap``'s scalars: ``(beta - 1, 2 log2(e) / max_gap, 2 max_gap)``, the
-    paper's target above a positive maximum, the rate that writes ``e^(2 raw / max_gap)`` as an
-    exp2, and the tanh's span."""
+    """``_common.tie_gap``'s scalars ``(beta - 1, 2 log2(e) / max_gap, 2 max_gap)``: the paper's
+    target lies ``(beta - 1) top`` above a positive maximum ``top``; ``e^(2 raw / max_gap)`` is
+    an exp2 at that rate; ``max_gap - 2 max_gap / (e + 1)`` is the soft ceiling's tanh."""
     return beta - 1.0, 2.8853900817779268 / max_gap, 2.0 * max_gap
 
 
