@@ -26,6 +26,18 @@ def opcode(text: str) -> str:
     return re.sub(r"^@!?U?P\w+\s+", "", text).split()[0].split(".")[0]
 
 
+def forward_sass(head_dim: int, causal: bool, stabilize: bool,
+                 persistent: bool = False) -> list[tuple[int, str]]:
+    """``instructions`` of the Gluon forward built for sm_90a at its ``HOPPER_CONFIGS`` entry
+    for ``head_dim``, with the launch's descriptor boxes."""
+    block_n, stages, regs, consumers, pingpong = flash_fwd_hopper.HOPPER_CONFIGS[head_dim]
+    compiled = compile_for(flash_fwd_hopper._fwd_ws_kernel, dict(
+        CAUSAL=causal, STABILIZE=stabilize, HEAD_DIM=head_dim, BLOCK_N=block_n, STAGES=stages,
+        CONSUMER_REGS=regs, CONSUMERS=consumers, PINGPONG=pingpong, PERSISTENT=persistent,
+        num_warps=4), descriptors=_forward_rows(head_dim))
+    return instructions(cuobjdump(compiled, "-sass"))
+
+
 def tile_loops(code: list[tuple[int, str]]):
     """The loops (a branch back to an earlier address) holding one key tile's 12 wgmma."""
     where = {a: i for i, (a, _) in enumerate(code)}
@@ -54,13 +66,8 @@ def main() -> None:
     ap.add_argument("head_dim", type=int, choices=sorted(flash_fwd_hopper.HOPPER_CONFIGS))
     ap.add_argument("--causal", action="store_true")
     args = ap.parse_args()
-    block_n, stages, regs, consumers, pingpong = flash_fwd_hopper.HOPPER_CONFIGS[args.head_dim]
     for stabilize in (True, False):
-        compiled = compile_for(flash_fwd_hopper._fwd_ws_kernel, dict(
-            CAUSAL=args.causal, STABILIZE=stabilize, HEAD_DIM=args.head_dim, BLOCK_N=block_n,
-            STAGES=stages, CONSUMER_REGS=regs, CONSUMERS=consumers, PINGPONG=pingpong,
-            PERSISTENT=False, num_warps=4), descriptors=_forward_rows(args.head_dim))
-        code = instructions(cuobjdump(compiled, "-sass"))
+        code = forward_sass(args.head_dim, args.causal, stabilize)
         spills = sum(opcode(t) == "LDL" for _, t in code)
         print(f"fix={stabilize}: {len(code)} instructions, {spills} LDL")
         for loop in tile_loops(code):

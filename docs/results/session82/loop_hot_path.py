@@ -20,11 +20,9 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "session77"))
 
-from fwd_loop_sass import instructions, tile_loops  # noqa: E402
+from fwd_loop_sass import forward_sass, tile_loops  # noqa: E402
 
-from benchmarks.compile_targets import compile_for, cuobjdump  # noqa: E402
 from hf_stable_attn.kernels import flash_fwd_hopper  # noqa: E402
-from test_sm90_compiles import _forward_rows  # noqa: E402
 
 
 def outside_skips(loop: list[tuple[int, str]]) -> list[tuple[int, str]]:
@@ -43,12 +41,7 @@ def main() -> None:
     ap.add_argument("--causal", action="store_true")
     args = ap.parse_args()
     print("kernel source:", flash_fwd_hopper.__file__)
-    block_n, stages, regs, consumers, pingpong = flash_fwd_hopper.HOPPER_CONFIGS[64]
-    compiled = compile_for(flash_fwd_hopper._fwd_ws_kernel, dict(
-        CAUSAL=args.causal, STABILIZE=True, HEAD_DIM=64, BLOCK_N=block_n, STAGES=stages,
-        CONSUMER_REGS=regs, CONSUMERS=consumers, PINGPONG=pingpong, PERSISTENT=False,
-        num_warps=4), descriptors=_forward_rows(64))
-    code = instructions(cuobjdump(compiled, "-sass"))
+    code = forward_sass(64, args.causal, True)
     print(f"build: {len(code)} instructions, {sum('LDL' in t for _, t in code)} LDL")
     for loop in tile_loops(code):
         hot = outside_skips(loop)

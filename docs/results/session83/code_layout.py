@@ -19,11 +19,9 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "session77"))
 
-from fwd_loop_sass import instructions, opcode  # noqa: E402
+from fwd_loop_sass import forward_sass, opcode  # noqa: E402
 
-from benchmarks.compile_targets import compile_for, cuobjdump  # noqa: E402
 from hf_stable_attn.kernels import flash_fwd_hopper  # noqa: E402
-from test_sm90_compiles import _forward_rows  # noqa: E402
 
 
 def loops(code: list[tuple[int, str]]):
@@ -46,13 +44,8 @@ def main() -> None:
     ap.add_argument("--persistent", action="store_true")
     args = ap.parse_args()
     print("kernel source:", flash_fwd_hopper.__file__)
-    block_n, stages, regs, consumers, pingpong = flash_fwd_hopper.HOPPER_CONFIGS[args.head_dim]
     for stabilize in (True, False):
-        compiled = compile_for(flash_fwd_hopper._fwd_ws_kernel, dict(
-            CAUSAL=args.causal, STABILIZE=stabilize, HEAD_DIM=args.head_dim, BLOCK_N=block_n,
-            STAGES=stages, CONSUMER_REGS=regs, CONSUMERS=consumers, PINGPONG=pingpong,
-            PERSISTENT=args.persistent, num_warps=4), descriptors=_forward_rows(args.head_dim))
-        code = instructions(cuobjdump(compiled, "-sass"))
+        code = forward_sass(args.head_dim, args.causal, stabilize, args.persistent)
         ops = [opcode(t) for _, t in code]
         print(f"fix={stabilize}: {len(code)} instructions, {ops.count('HGMMA')} HGMMA, "
               f"{sum('WARPGROUP.DEPBAR' in t for _, t in code)} DEPBAR, {ops.count('LDL')} LDL, "
