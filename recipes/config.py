@@ -120,6 +120,39 @@ class DataArguments:
             raise ConfigError(f"replay_batches: no such file {self.replay_batches}")
 
 
+# TrainingArguments fields that Transformers renamed within the releases we support: 5.23 made
+# gradient_checkpointing(_kwargs) activation_checkpointing(_kwargs) and keeps the old names as
+# deprecated aliases until v6. A config key or flag may use either name; it reaches the field
+# under the name the installed release has, the new one where both exist.
+RENAMED_FIELDS = {
+    "gradient_checkpointing": "activation_checkpointing",
+    "gradient_checkpointing_kwargs": "activation_checkpointing_kwargs",
+}
+
+
+def _field_name(key: str, dests: set[str]) -> str:
+    """``key`` under the name the installed Transformers gives that field (``RENAMED_FIELDS``)."""
+    new = RENAMED_FIELDS.get(key)
+    if new in dests:
+        return new
+    old = next((o for o, n in RENAMED_FIELDS.items() if n == key), None)
+    if key not in dests and old in dests:
+        return old
+    return key
+
+
+def _renamed_flags(tokens: list[str], dests: set[str]) -> list[str]:
+    """Command-line ``tokens`` with each ``--key`` or ``--key=value`` flag's key as
+    ``_field_name`` gives it."""
+    out = []
+    for token in tokens:
+        if token.startswith("--"):
+            key, eq, value = token[2:].partition("=")
+            token = f"--{_field_name(key, dests)}{eq}{value}"
+        out.append(token)
+    return out
+
+
 class _Parser(HfArgumentParser):
     """HfArgumentParser whose errors raise ConfigError instead of exiting."""
 
@@ -169,6 +202,7 @@ def parse_config(dataclass_types: tuple[type, ...], argv: list[str] | None = Non
     file_argv: list[str] = []
     if known.config:
         for key, value in load_yaml(known.config).items():
+            key = _field_name(str(key), dests)
             if key not in dests:
                 close = difflib.get_close_matches(str(key), dests, n=1)
                 hint = f" (did you mean '{close[0]}'?)" if close else ""
@@ -182,7 +216,7 @@ def parse_config(dataclass_types: tuple[type, ...], argv: list[str] | None = Non
                 raise ConfigError(f"{known.config}: key '{key}': {e}") from None
             file_argv += tokens
 
-    namespace, unknown = parser.parse_known_args(file_argv + overrides)
+    namespace, unknown = parser.parse_known_args(file_argv + _renamed_flags(overrides, dests))
     if unknown:
         flags = [u for u in unknown if u.startswith("--")]
         hints = [difflib.get_close_matches(f[2:], dests, n=1) for f in flags]

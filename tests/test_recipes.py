@@ -150,6 +150,22 @@ def test_overrides_win(tmp_path):
     assert (args.max_steps, run.attn, run.stabilize, gpt2.n_layer, run.beta) == (7, "sdpa", False, 3, 4.0)
 
 
+@pytest.mark.parametrize("name", ["gradient_checkpointing", "activation_checkpointing"])
+@pytest.mark.parametrize("where", ["yaml", "flag"])
+def test_checkpointing_reaches_the_installed_releases_field(tmp_path, recwarn, name, where):
+    # Transformers 5.23 renamed the field (the old name a deprecated alias until v6); either name
+    # works in a config or on the command line with any supported release, and no deprecation
+    # warning is raised where the new name exists.
+    path = tmp_path / "c.yaml"
+    settings = {name: "true", f"{name}_kwargs": '{"use_reentrant": false}'}
+    path.write_text("".join(f"{k}: {v}\n" for k, v in settings.items()) if where == "yaml" else "")
+    flags = [f"--{k}={v}" for k, v in settings.items()] if where == "flag" else []
+    *_, args = parse_config(PRETRAIN, ["--config", str(path), "--use_cpu", "true", *flags])
+    assert args.gradient_checkpointing is True  # releases with both names mirror the new one
+    assert args.gradient_checkpointing_kwargs == {"use_reentrant": False}
+    assert not [w for w in recwarn if "checkpointing" in str(w.message)]
+
+
 @pytest.mark.parametrize(
     "yaml_text, argv, message",
     [
