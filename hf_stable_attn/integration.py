@@ -23,7 +23,9 @@ and fails. So we:
    (generation with a static cache, which Transformers compiles, ran ten times slower), and in
    eager GPT-2 training 0.85-0.90x ``sdpa`` against 0.97-0.98x through the kernel's mask
    (docs/kernel_notes.md, v15b). This also skips the path's host time, which a decoding step
-   notices.
+   notices;
+6. update a paged cache that continuous batching hands the attention function, as
+   Transformers 5.19-5.23 do (``_with_paged_cache``).
 
 Our attention function mirrors transformers' ``flash_attention_forward`` (which cannot serve
 GPT-2 in fp32: it looks for an ``nn.Linear`` to pick a dtype), makes the model's options
@@ -40,6 +42,7 @@ import torch
 from torch.compiler import is_compiling
 from transformers import AttentionInterface, PreTrainedModel
 from transformers import modeling_flash_attention_utils as fa_utils
+from transformers.generation.continuous_batching import PagedAttentionCache
 from transformers.masking_utils import (AttentionMaskInterface, causal_mask_function,
                                         flash_attention_mask)
 
@@ -92,6 +95,22 @@ def _flash_path_needed(query: torch.Tensor, attention_mask: torch.Tensor | None,
     if any(kwargs.get(name) is not None for name in _VARLEN_KWARGS):
         return True
     return attention_mask is None and _may_mark_packing(query, kwargs)
+
+
+def _with_paged_cache(module: torch.nn.Module, key: torch.Tensor, value: torch.Tensor,
+                      kwargs: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """key/value (1, Hk, Sk, D) with the rows of a paged cache that comes in ``kwargs``.
+
+    Continuous batching (``generate_batch``) in Transformers 5.19-5.23 hands the attention
+    function its ``PagedAttentionCache`` as ``cache``, to be updated first (their own attention
+    functions do; 5.24 updates it in the model's layer and passes no such keyword). ``update``
+    writes this step's rows, returns every row of the packed sequences, and sets this layer's
+    ``cu_seq_lens_k`` and ``max_length_k`` in ``kwargs`` (given per layer type)."""
+    cache = kwargs.pop("cache", None)
+    if not isinstance(cache, PagedAttentionCache):
+        return key, value
+    return cache.update(key_states=key, value_states=value, layer_idx=module.layer_idx,
+                        kwargs=kwargs)
 
 
 def _attend(
@@ -164,6 +183,7 @@ def stable_flash_attention_forward(
             "'flex_attention' for arbitrary masks"
         )
     causal = module.is_causal if is_causal is None else is_causal
+    key, value = _with_paged_cache(module, key, value, kwargs)
     if hooks.has_observers():
         observed = dict(
             kwargs, dropout=dropout, scaling=scaling, sliding_window=sliding_window,
