@@ -121,8 +121,8 @@ def _tie_gap(top, odd, beta, min_gap, max_gap, PAIRED: gl.constexpr):
     hands one invocation), as does its pair lane (l ^ 1); each lane of the pair computes one
     row's gap (``odd``: ``_lane_odd``) and they swap, one ``ex2`` and one ``rcp`` a lane instead
     of two. The same operations on the same operands as unpaired, so the same bits."""
+    above, rate, span = _gap_constants(beta, max_gap)
     if PAIRED:
-        above, rate, span = _gap_constants(beta, max_gap)
         ones = gl.full_like(top, 1.0)
         return gl.inline_asm_elementwise(
             TIE_GAP_PAIR, "=r,=r" + ",r" * 14,
@@ -130,7 +130,6 @@ def _tie_gap(top, odd, beta, min_gap, max_gap, PAIRED: gl.constexpr):
              ones * min_gap],
             dtype=gl.float32, is_pure=True, pack=2)
     else:
-        above, rate, span = _gap_constants(beta, max_gap)
         raw = gl.maximum(above * top, -top)
         e = gl.exp2(raw * rate)
         r = gl.inline_asm_elementwise("rcp.approx.ftz.f32 $0, $1;", "=r,r", [e + 1.0],
