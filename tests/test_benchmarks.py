@@ -179,6 +179,19 @@ def test_target_summary_ratios():
     assert make_tables.FORWARD_FIX_COST not in rows  # no fwd records: no forward-derived row
 
 
+def test_target_summary_counts_the_shapes_that_miss():
+    """A target met on the geometric mean but not by every shape says how many miss."""
+    def rec(impl, tflops, seqlen):
+        return {"impl": impl, "dtype": "bf16", "mode": "fwd_bwd", "seqlen": seqlen, "head_dim": 64,
+                "causal": False, "heads_q": 32, "heads_kv": 32, "batch": 4, "tflops": tflops}
+
+    records = [rec("stable_flash", 400.0, 2048), rec("stable_flash_nofix", 408.0, 2048),  # 1.020
+               rec("stable_flash", 400.0, 4096), rec("stable_flash_nofix", 414.0, 4096),  # 1.035
+               rec("stable_flash", 400.0, 8192), rec("stable_flash_nofix", 404.0, 8192)]  # 1.010
+    rows = {line.split(" | ")[0].strip("| "): line for line in make_tables.target_summary(records)[2:]}
+    assert rows["fix cost (nofix / fix)"].endswith("| 1.035 | 3 | met on geomean; 1 of 3 shapes miss |")
+
+
 def test_sustained_targets_and_table():
     """A run with ``--sustain-s`` gets the targets and a table from the back-to-back rates, each
     cell with its SM clock and power-cap share; a run without gets neither."""
@@ -213,7 +226,7 @@ def test_fix_cost_from_forward_timings():
                rec("stable_flash_nofix", "fwd_bwd", 1.0, seqlen=1024)]  # outside the targets
     assert make_tables.forward_fix_costs(records) == pytest.approx([1.05])
     rows = {line.split(" | ")[0].strip("| "): line for line in make_tables.target_summary(records)[2:]}
-    assert "| 1.050 | 1.050 | 1 | not met |" in rows[make_tables.FORWARD_FIX_COST]
+    assert "| 1.050 | 1.050 | 1 | not met; 1 of 1 shapes miss |" in rows[make_tables.FORWARD_FIX_COST]
     assert "1.250" in rows["fix cost (nofix / fix)"]  # the direct ratio carries the backward's spread
 
 
