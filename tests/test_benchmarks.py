@@ -188,8 +188,10 @@ def test_target_summary_counts_the_shapes_that_miss():
     records = [rec("stable_flash", 400.0, 2048), rec("stable_flash_nofix", 408.0, 2048),  # 1.020
                rec("stable_flash", 400.0, 4096), rec("stable_flash_nofix", 414.0, 4096),  # 1.035
                rec("stable_flash", 400.0, 8192), rec("stable_flash_nofix", 404.0, 8192)]  # 1.010
-    rows = {line.split(" | ")[0].strip("| "): line for line in make_tables.target_summary(records)[2:]}
-    assert rows["fix cost (nofix / fix)"].endswith("| 1.035 | 3 | met on geomean; 1 of 3 shapes miss |")
+    summary = make_tables.target_summary(records)[2:]
+    rows = {line.split(" | ")[0].strip("| "): line for line in summary}
+    assert rows["fix cost (nofix / fix)"].endswith(
+        "| 1.035 | 3 | met on geomean; 1 of 3 shapes miss |")
 
 
 def test_sustained_targets_and_table():
@@ -226,7 +228,8 @@ def test_fix_cost_from_forward_timings():
                rec("stable_flash_nofix", "fwd_bwd", 1.0, seqlen=1024)]  # outside the targets
     assert make_tables.forward_fix_costs(records) == pytest.approx([1.05])
     rows = {line.split(" | ")[0].strip("| "): line for line in make_tables.target_summary(records)[2:]}
-    assert "| 1.050 | 1.050 | 1 | not met; 1 of 1 shapes miss |" in rows[make_tables.FORWARD_FIX_COST]
+    assert ("| 1.050 | 1.050 | 1 | not met; 1 of 1 shapes miss |"
+            in rows[make_tables.FORWARD_FIX_COST])
     assert "1.250" in rows["fix cost (nofix / fix)"]  # the direct ratio carries the backward's spread
 
 
