@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Session 86, call 1 (one H200, torch 2.11, Triton 3.6): stage the first halves of the slimmed
-# Triton 3.8.0 and 3.7.1 packs (gpu/slim_triton.sh; the repository and a whole pack pass the
-# 64 MiB a call carries) for calls 2 and 3 on the same warm machine, then GPT-2 124M training
-# end to end, stable_flash against sdpa, six fresh processes each in alternating rounds.
-# Run with carry [".t38s/a", ".t37s/a"]. OUT set.
+# Session 86, call 1 (one H200, torch 2.11, Triton 3.6): stage the first half of the slimmed
+# Triton 3.8.0 pack (gpu/slim_triton.sh; the repository and a whole pack pass the 64 MiB a call
+# carries) for call 2 on the same warm machine, then GPT-2 124M training end to end,
+# stable_flash against sdpa, six fresh processes each in alternating rounds.
+# Run with carry [".t38s/a"]. OUT set.
 set -uo pipefail
 : "${OUT:?set OUT to the folder whose files come back}"
-mkdir -p /tmp/t38stage /tmp/t37stage "$OUT"
-cp .t38s/a/* /tmp/t38stage/ && cp .t37s/a/* /tmp/t37stage/
-ls -l /tmp/t38stage /tmp/t37stage > "$OUT/staged.txt"
+mkdir -p /tmp/t38stage "$OUT"
+cp .t38s/a/* /tmp/t38stage/
+ls -l /tmp/t38stage > "$OUT/staged.txt"
 python3 -m benchmarks.runinfo > "$OUT/runinfo.txt"
 nvidia-smi --query-gpu=index,name,driver_version,power.limit --format=csv,noheader > "$OUT/gpu.txt"
 HF_HUB_OFFLINE=1 PYTHONPATH=$PWD python3 -m benchmarks.bench_e2e --models gpt2-124m \
