@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Session 86, calls 2 and 3 (the warm H200 of call 1, torch 2.11): the whole GPU suite
+# Session 86, calls 2 and 4 (the warm H200 of call 1, torch 2.11): the whole GPU suite
 # (gpu/validate_kernel.sh) under a carried Triton, 3.8.0 (torch 2.14's pin) or 3.7.1 (torch
-# 2.12.1's and 2.13's), whose first half call 1 staged:
+# 2.12.1's and 2.13's), whose first half call 1 (3.8.0) or call 3 (3.7.1) staged:
 #   VERSION=38 ... run with carry [".t38s/b", ".gpu_carry"];  VERSION=37 ... [".t37s/b", ...].
 # The second half is kept in /tmp too, for a later call on the same machine.
 set -uo pipefail
