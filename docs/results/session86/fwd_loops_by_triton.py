@@ -20,13 +20,22 @@ sys.path.insert(0, "docs/results/session61")
 from dkdv_sass_survey import loops, ptxas_release, sass_lines  # noqa: E402
 
 
-def build(head_dim: int, stabilize: bool, causal: bool):
-    """The table's config for ``head_dim`` compiled for sm_90a, one program per tile."""
+def build(head_dim: int, stabilize: bool, causal: bool, persistent: bool = False):
+    """The table's config for ``head_dim`` compiled for sm_90a, one program per tile (this
+    session's builds) or ``persistent`` (session 87's ``fwd_routes_by_triton``)."""
     block_n, stages, regs, consumers, pingpong = H.HOPPER_CONFIGS[head_dim]
     return compile_for(H._fwd_ws_kernel, dict(
         CAUSAL=causal, STABILIZE=stabilize, HEAD_DIM=head_dim, BLOCK_N=block_n, STAGES=stages,
-        CONSUMER_REGS=regs, CONSUMERS=consumers, PINGPONG=pingpong, PERSISTENT=False,
+        CONSUMER_REGS=regs, CONSUMERS=consumers, PINGPONG=pingpong, PERSISTENT=persistent,
         num_warps=4), descriptors={"Q": 64, "K": block_n, "V": block_n})
+
+
+def innermost(lines: list[tuple[int, str]]) -> list[tuple[int, int]]:
+    """The (first, last) index of each innermost loop longer than 200 instructions, in order:
+    the first is consumer 0's unmasked key-tile step."""
+    spans = {s for s in loops(lines) if s[1] - s[0] + 1 > 200}
+    return sorted(s for s in spans
+                  if not any(o != s and s[0] <= o[0] and o[1] <= s[1] for o in spans))
 
 
 def opcode(instruction: str) -> str:
@@ -42,9 +51,7 @@ def main() -> None:
             for stabilize in (True, False):
                 compiled = build(head_dim, stabilize, causal)
                 lines = sass_lines(compiled)
-                spans = {s for s in loops(lines) if s[1] - s[0] + 1 > 200}
-                steps = sorted(s for s in spans if not any(
-                    o != s and s[0] <= o[0] and o[1] <= s[1] for o in spans))
+                steps = innermost(lines)
                 first, last = steps[0]
                 mix = collections.Counter(opcode(op) for _, op in lines[first:last + 1])
                 use = resource_use(compiled)

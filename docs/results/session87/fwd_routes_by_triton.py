@@ -20,29 +20,12 @@ import sys
 
 import triton
 
-from benchmarks.compile_targets import compile_for, resource_use
-from hf_stable_attn.kernels import flash_fwd_hopper as H
+from benchmarks.compile_targets import resource_use
 
 sys.path.insert(0, "docs/results/session61")
 sys.path.insert(0, "docs/results/session86")
-from dkdv_sass_survey import loops, ptxas_release, sass_lines  # noqa: E402
-from fwd_loops_by_triton import opcode  # noqa: E402
-
-
-def build(head_dim: int, stabilize: bool, persistent: bool):
-    """The table's config for ``head_dim``, no mask, compiled for sm_90a."""
-    block_n, stages, regs, consumers, pingpong = H.HOPPER_CONFIGS[head_dim]
-    return compile_for(H._fwd_ws_kernel, dict(
-        CAUSAL=False, STABILIZE=stabilize, HEAD_DIM=head_dim, BLOCK_N=block_n, STAGES=stages,
-        CONSUMER_REGS=regs, CONSUMERS=consumers, PINGPONG=pingpong, PERSISTENT=persistent,
-        num_warps=4), descriptors={"Q": 64, "K": block_n, "V": block_n})
-
-
-def innermost(lines: list[str]) -> list[tuple[int, int]]:
-    """The (first, last) line of each innermost loop longer than 200 instructions, in order."""
-    spans = {s for s in loops(lines) if s[1] - s[0] + 1 > 200}
-    return sorted(s for s in spans
-                  if not any(o != s and s[0] <= o[0] and o[1] <= s[1] for o in spans))
+from dkdv_sass_survey import ptxas_release, sass_lines  # noqa: E402
+from fwd_loops_by_triton import build, innermost, opcode  # noqa: E402
 
 
 def main() -> None:
@@ -51,7 +34,7 @@ def main() -> None:
         for persistent in (False, True):
             mixes = {}
             for stabilize in (True, False):
-                compiled = build(head_dim, stabilize, persistent)
+                compiled = build(head_dim, stabilize, False, persistent)
                 lines = sass_lines(compiled)
                 steps = innermost(lines)
                 first, last = steps[0]
