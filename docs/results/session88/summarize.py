@@ -24,7 +24,8 @@ def route(name: str) -> tuple[bool, bool]:
 
 
 def shape_key(shape: dict) -> str:
-    return f"D{shape['head_dim']} S{shape['seqlen']} {'MHA' if shape['heads_kv'] == shape['heads_q'] else 'GQA'}"
+    kind = "MHA" if shape["heads_kv"] == shape["heads_q"] else "GQA"
+    return f"D{shape['head_dim']} S{shape['seqlen']} {kind}"
 
 
 def load(calls) -> dict:
@@ -36,8 +37,8 @@ def load(calls) -> dict:
             version, tree = NAME.match(os.path.basename(path)).groups()
             for timing in json.load(open(path))["timings"]:
                 for name, tflops in timing["tflops"].items():
-                    runs[version, tree or "main"][shape_key(timing["shape"])][route(name)].append(
-                        tflops)
+                    by_route = runs[version, tree or "main"][shape_key(timing["shape"])]
+                    by_route[route(name)].append(tflops)
     return runs
 
 
@@ -63,14 +64,15 @@ def routes_table() -> None:
             best_nofix = max(r[False, False], r[True, False])
             print(f"{shape:18s} {version:6s} {r[False, True]:9.1f} {r[True, True]:9.1f} "
                   f"{r[False, False]:10.1f} {r[True, False]:10.1f}  "
-                  f"{r[True, True] / r[False, True] - 1:+6.1%} {r[True, False] / r[False, False] - 1:+6.1%}"
-                  f"      {best_fix / best_nofix:.3f}")
+                  f"{r[True, True] / r[False, True] - 1:+6.1%} "
+                  f"{r[True, False] / r[False, False] - 1:+6.1%}      {best_fix / best_nofix:.3f}")
     for fix in (True, False):
         for pers in (True, False):
             ratios = [med(runs["38", "main"][s][pers, fix]) / med(runs["36", "main"][s][pers, fix])
                       for s in runs["36", "main"]]
-            print(f"3.8.0 / 3.6, fix {'on ' if fix else 'off'} {'persistent' if pers else 'per tile  '}:"
-                  f" geomean {geomean(ratios):.3f}, range {min(ratios):.3f}-{max(ratios):.3f}")
+            launch = "persistent" if pers else "per tile  "
+            print(f"3.8.0 / 3.6, fix {'on ' if fix else 'off'} {launch}: geomean "
+                  f"{geomean(ratios):.3f}, range {min(ratios):.3f}-{max(ratios):.3f}")
     print()
 
 
@@ -79,7 +81,8 @@ def variants_table(call: int) -> None:
     fix's cost (fix on against off) per tree, under each version."""
     runs = load((call,))
     print(f"## Call {call}: persistent launch, TFLOP/s with the fix / without (median of the runs)")
-    print("runs:", {f"{v}:{t}": len(next(iter(s.values()))[True, True]) for (v, t), s in runs.items()})
+    print("runs:", {f"{v}:{t}": len(next(iter(s.values()))[True, True])
+                    for (v, t), s in runs.items()})
     keys = sorted(runs, key=lambda k: (k[0], k[1] != "main", k[1]))
     print(f"{'shape':18s} " + " ".join(f"{v + ':' + t:>22s}" for v, t in keys))
     shapes = list(runs[keys[0]])
@@ -87,7 +90,8 @@ def variants_table(call: int) -> None:
         cells = []
         for key in keys:
             on, off = med(runs[key][shape][True, True]), med(runs[key][shape][True, False])
-            cells.append(f"{on:6.1f}/{off:6.1f} {on / med(runs[key[0], 'main'][shape][True, True]) - 1:+5.1%}")
+            gain = on / med(runs[key[0], "main"][shape][True, True]) - 1
+            cells.append(f"{on:6.1f}/{off:6.1f} {gain:+5.1%}")
         print(f"{shape:18s} " + " ".join(f"{c:>22s}" for c in cells))
     for key in keys:
         for head_dim in ("D64", "D128"):
