@@ -8,12 +8,10 @@
 #   run(command="mkdir -p /tmp/carried_ptxas && cp .t39b/ptxas-blackwell.xz /tmp/carried_ptxas/",
 #       carry=[".t39b"])
 # Without it, both ptxas names point at PyTorch's CUDA 13 ptxas (said below).
-# TRITON_PACK names another copy of the pack, or its parts in order (split -n 2 -d), which are
+# TRITON_PACK names another copy of the pack, or its parts in order (split -n 2), which are
 # joined here: when the repository and the pack together pass the 64 MiB a call carries, an
-# earlier call on the same warm machine stages the first part,
-#   run(command="mkdir -p /tmp/t39stage && cp .t39s/a/* /tmp/t39stage/", carry=[".t39s/a"])
-#   run(command="TRITON_PACK='/tmp/t39stage/t39part_aa .t39s/b/t39part_ab' source
-#       gpu/carried_triton.sh && ...", carry=[".t39s/b", ".gpu_carry"])
+# earlier call on the same warm machine stages the first part (gpu/carried_triton_halves.sh
+# does both steps, and unpacks in a subshell).
 site=/tmp/carried_triton
 mkdir -p "$site"
 # shellcheck disable=SC2086  # the parts are separate words

@@ -6,9 +6,7 @@
 # Run with carry [".t38s/a"]. OUT set.
 set -uo pipefail
 : "${OUT:?set OUT to the folder whose files come back}"
-mkdir -p /tmp/t38stage "$OUT"
-cp .t38s/a/* /tmp/t38stage/
-ls -l /tmp/t38stage > "$OUT/staged.txt"
+bash gpu/carried_triton_halves.sh first 38 || exit 1
 python3 -m benchmarks.runinfo > "$OUT/runinfo.txt"
 nvidia-smi --query-gpu=index,name,driver_version,power.limit --format=csv,noheader > "$OUT/gpu.txt"
 HF_HUB_OFFLINE=1 PYTHONPATH=$PWD python3 -m benchmarks.bench_e2e --models gpt2-124m \

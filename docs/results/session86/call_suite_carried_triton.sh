@@ -7,12 +7,8 @@
 set -uo pipefail
 : "${OUT:?set OUT to the folder whose files come back}"
 : "${VERSION:?38 or 37}"
-mkdir -p "$OUT"
-cp .t${VERSION}s/b/* /tmp/t${VERSION}stage/
-rm -rf /tmp/carried_triton  # the other version's files, where a call unpacked it before
-TRITON_PACK="/tmp/t${VERSION}stage/t${VERSION}part_aa /tmp/t${VERSION}stage/t${VERSION}part_ab" \
-    source gpu/carried_triton.sh > "$OUT/carried_triton.txt" 2>&1 \
-    || { cat "$OUT/carried_triton.txt"; exit 1; }
+bash gpu/carried_triton_halves.sh second "$VERSION" || exit 1
+export PYTHONPATH=/tmp/carried_triton${PYTHONPATH:+:$PYTHONPATH} TRITON_BACKENDS_IN_TREE=1
 python3 -m benchmarks.runinfo > "$OUT/runinfo.txt"
 CUDA_VISIBLE_DEVICES=0 TEST_TIMEOUT_S=440 OUT=$OUT bash gpu/validate_kernel.sh
 cat "$OUT/carried_triton.txt"

@@ -5,9 +5,7 @@
 # tune for the later calls). Run with carry [".t38s/a"]. OUT set.
 set -uo pipefail
 : "${OUT:?set OUT to the folder whose files come back}"
-mkdir -p /tmp/t38stage "$OUT"
-cp .t38s/a/* /tmp/t38stage/
-ls -l /tmp/t38stage > "$OUT/staged.txt"
+bash gpu/carried_triton_halves.sh first 38 || exit 1
 python3 -m benchmarks.runinfo > "$OUT/runinfo.txt"
 BUDGET_S=220 bash docs/results/session87/fixcost_by_triton.sh 36:d128-causal 36:d64-causal
 cat "$OUT/staged.txt"

@@ -5,11 +5,6 @@
 # causal. Run with carry [".t38s/b"]. OUT set.
 set -uo pipefail
 : "${OUT:?set OUT to the folder whose files come back}"
-mkdir -p "$OUT"
-cp .t38s/b/* /tmp/t38stage/
-rm -rf /tmp/carried_triton
-(TRITON_PACK="/tmp/t38stage/t38part_aa /tmp/t38stage/t38part_ab" \
-    source gpu/carried_triton.sh) > "$OUT/carried_triton.txt" 2>&1 \
-    || { cat "$OUT/carried_triton.txt"; exit 1; }
+bash gpu/carried_triton_halves.sh second 38 || exit 1
 BUDGET_S=220 bash docs/results/session87/fixcost_by_triton.sh 38:d128-causal 38:d64-causal
 cat "$OUT/carried_triton.txt"

@@ -4,9 +4,7 @@
 # machine's Triton 3.6 (routes_by_triton.sh). Run with carry [".t38s/a"]. OUT set.
 set -uo pipefail
 : "${OUT:?set OUT to the folder whose files come back}"
-mkdir -p /tmp/t38stage "$OUT"
-cp .t38s/a/* /tmp/t38stage/
-ls -l /tmp/t38stage > "$OUT/staged.txt"
+bash gpu/carried_triton_halves.sh first 38 || exit 1
 python3 -m benchmarks.runinfo > "$OUT/runinfo.txt"
 bash docs/results/session88/routes_by_triton.sh 36
 tail -n 30 "$OUT"/r1-t36-routes.log

@@ -3,8 +3,6 @@
 # Triton 3.8.0 pack for call 5 on the same warm machine. Run with carry [".t38s/a"]. OUT set.
 set -uo pipefail
 : "${OUT:?set OUT to the folder whose files come back}"
-mkdir -p /tmp/t38stage "$OUT"
-cp .t38s/a/* /tmp/t38stage/
-ls -l /tmp/t38stage > "$OUT/staged.txt"
+bash gpu/carried_triton_halves.sh first 38 || exit 1
 python3 -m benchmarks.runinfo > "$OUT/runinfo.txt"
 cat "$OUT/staged.txt"

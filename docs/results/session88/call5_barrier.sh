@@ -6,12 +6,8 @@
 # (routes_by_triton.sh; S 2048 and 8192). Run with carry [".t38s/b"]. OUT set.
 set -uo pipefail
 : "${OUT:?set OUT to the folder whose files come back}"
-mkdir -p "$OUT"
-cp .t38s/b/* /tmp/t38stage/
-rm -rf /tmp/carried_triton /tmp/loop_barrier
-(TRITON_PACK="/tmp/t38stage/t38part_aa /tmp/t38stage/t38part_ab" \
-    source gpu/carried_triton.sh) > "$OUT/carried_triton.txt" 2>&1 \
-    || { cat "$OUT/carried_triton.txt"; exit 1; }
+bash gpu/carried_triton_halves.sh second 38 || exit 1
+rm -rf /tmp/loop_barrier
 mkdir /tmp/loop_barrier
 tar --exclude=./.t38s --exclude=./.t37s -cf - . | tar -C /tmp/loop_barrier -xf -
 (cd /tmp/loop_barrier && { patch -p1 < docs/results/session88/loop_barrier.diff \

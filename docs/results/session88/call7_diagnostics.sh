@@ -7,12 +7,8 @@
 # part of the fix's forward work 3.8.0 runs slower. Run with carry [".t38s/b"]. OUT set.
 set -uo pipefail
 : "${OUT:?set OUT to the folder whose files come back}"
-mkdir -p "$OUT"
-cp .t38s/b/* /tmp/t38stage/
-rm -rf /tmp/carried_triton /tmp/nocount /tmp/nogap
-(TRITON_PACK="/tmp/t38stage/t38part_aa /tmp/t38stage/t38part_ab" \
-    source gpu/carried_triton.sh) > "$OUT/carried_triton.txt" 2>&1 \
-    || { cat "$OUT/carried_triton.txt"; exit 1; }
+bash gpu/carried_triton_halves.sh second 38 || exit 1
+rm -rf /tmp/nocount /tmp/nogap
 for variant in nocount nogap; do
     mkdir "/tmp/$variant"
     tar --exclude=./.t38s --exclude=./.t37s -cf - . | tar -C "/tmp/$variant" -xf -

@@ -8,12 +8,7 @@
 # Run with carry [".t38s/b"].
 set -uo pipefail
 : "${OUT:?set OUT to the folder whose files come back}" "${VARIANTS:?name the diffs}"
-mkdir -p "$OUT"
-cp .t38s/b/* /tmp/t38stage/
-rm -rf /tmp/carried_triton
-(TRITON_PACK="/tmp/t38stage/t38part_aa /tmp/t38stage/t38part_ab" \
-    source gpu/carried_triton.sh) > "$OUT/carried_triton.txt" 2>&1 \
-    || { cat "$OUT/carried_triton.txt"; exit 1; }
+bash gpu/carried_triton_halves.sh second 38 || exit 1
 for variant in $VARIANTS; do
     rm -rf "/tmp/$variant" && mkdir "/tmp/$variant"
     tar --exclude=./.t38s --exclude=./.t37s -cf - . | tar -C "/tmp/$variant" -xf -
