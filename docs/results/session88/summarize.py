@@ -29,7 +29,7 @@ def shape_key(shape: dict) -> str:
 
 
 def load(calls) -> dict:
-    """(call set, version, tree) -> shape -> (persistent, fix) -> [TFLOP/s of each run]."""
+    """(version, tree) -> shape -> (persistent, fix) -> [TFLOP/s of each run of ``calls``]."""
     runs = collections.defaultdict(lambda: collections.defaultdict(
         lambda: collections.defaultdict(list)))
     for call in calls:
@@ -54,7 +54,7 @@ def routes_table() -> None:
     """Calls 1-3: both launches, fix on and off, main under 3.6 and 3.8.0."""
     runs = load((1, 2, 3))
     print("## Calls 1-3: main's no-mask Gluon forward, TFLOP/s (median of the runs)")
-    print("runs:", {f"{v}": len(next(iter(s.values()))[True, True]) for (v, _), s in runs.items()})
+    print("runs:", {v: len(next(iter(s.values()))[True, True]) for (v, _), s in runs.items()})
     print(f"{'shape':18s} {'Triton':6s} {'fix tile':>9s} {'fix pers':>9s} {'nofix tile':>10s} "
           f"{'nofix pers':>10s}  pers/tile fix, nofix   fix/nofix (best launch)")
     for shape in runs["36", "main"]:
