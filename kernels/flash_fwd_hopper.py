@@ -58,6 +58,8 @@ from ._hopper_ring import (
 ONE_BITS = gl.constexpr(0x3F800000)  # 1.0f as int32
 LN2_C = gl.constexpr(LN2)
 LOG2E_C = gl.constexpr(LOG2E)
+# Whether the two-consumer (D128) forward takes ``_tie_gap`` a lane pair (``_consume_tile``).
+PAIR_GAP_BELOW_TRITON_38 = gl.constexpr(release_below(triton.__version__, (3, 8)))
 
 
 @gluon.jit
@@ -415,11 +417,13 @@ def _consume_tile(WG: gl.constexpr, unit, t0, k0, q_phase, q_smem, k_smem, v_sme
     # qk_scale): the window's floor is then one subtraction a row (v78a).
     consts = (seqlen_k, diag, qk_scale, beta, tie_window / qk_scale, min_gap, max_gap,
               _lane_odd(m1))
-    # A tie gap a lane pair (``_tie_gap``, v81a) where it measured faster: two consumers.
-    # With the fix, on the 12 shapes of a head dim (session 81, two H200s, against main's gap a
-    # row): the two-consumer D128 forward 2.4% faster (geomean; -0.2% to +5.7%), the
-    # three-consumer D64 one (160 registers a thread) 2.3% slower.
-    PAIR_GAP: gl.constexpr = CONSUMERS == 2
+    # A tie gap a lane pair (``_tie_gap``, v81a) where it measured faster: two consumers, below
+    # Triton 3.8. With the fix, on the 12 shapes of a head dim (session 81, two H200s, Triton
+    # 3.6, against main's gap a row): the two-consumer D128 forward 2.4% faster (geomean; -0.2%
+    # to +5.7%), the three-consumer D64 one (160 registers a thread) 2.3% slower. Under 3.8.0 a
+    # row is faster at D128 too (session 88, the no-mask forward alone, one H200: +3.7% on four
+    # shapes, two runs; -1.7% under 3.6, one run).
+    PAIR_GAP: gl.constexpr = CONSUMERS == 2 and PAIR_GAP_BELOW_TRITON_38
     # This partition's key tiles (the loader's ``n_tiles`` is the last partition's, which
     # sees the most): [0, n_full) unmasked, [n_full, n_mine) cut by the diagonal or the end.
     hi = seqlen_k
