@@ -422,7 +422,8 @@ def _consume_tile(WG: gl.constexpr, unit, t0, k0, q_phase, q_smem, k_smem, v_sme
     # 3.6, against main's gap a row): the two-consumer D128 forward 2.4% faster (geomean; -0.2%
     # to +5.7%), the three-consumer D64 one (160 registers a thread) 2.3% slower. Under 3.8.0 a
     # row is faster at D128 too (session 88, the no-mask forward alone, one H200: +3.7% on four
-    # shapes, two runs; -1.7% under 3.6, one run).
+    # shapes, two runs; -1.7% under 3.6, one run); the fix's cost in forward + backward at D128
+    # under 3.8.0 fell from 3.4% to 2.6% (session 89, the 12 shapes, one run a group).
     PAIR_GAP: gl.constexpr = CONSUMERS == 2 and PAIR_GAP_BELOW_TRITON_38
     # This partition's key tiles (the loader's ``n_tiles`` is the last partition's, which
     # sees the most): [0, n_full) unmasked, [n_full, n_mine) cut by the diagonal or the end.
