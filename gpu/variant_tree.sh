@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A copy of the repository with a variant's diff applied, for a device call to time or test
 # beside this tree: for each DIFF given, /tmp/NAME (NAME the diff's file name without .diff) is
-# this tree without the carried Triton packs, patched with DIFF (`patch -p1`, else `git apply`).
+# this tree without the carried Triton packs, patched with DIFF (`patch -p1`, else `git apply`;
+# DIFF a path inside this tree or an absolute one).
 #   bash gpu/variant_tree.sh docs/results/session89/paircount.diff   # -> /tmp/paircount
 # The patch's output is appended to $OUT/patch.txt where OUT is set, else printed.
 set -uo pipefail
