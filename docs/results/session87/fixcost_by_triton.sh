@@ -2,8 +2,9 @@
 # Session 87 (one H200, torch 2.11): the fix's cost alone, stable_flash against
 # stable_flash_nofix (9 rounds, do_bench medians and back to back), in fresh processes under the
 # machine's Triton 3.6 or the carried 3.8.0, in the order given. Each argument is VERSION:GROUP,
-#   VERSION  36 (the machine's Triton) | 38 (the Triton that gpu/carried_triton.sh unpacked in
-#            /tmp/carried_triton in this or an earlier call on the same warm machine)
+#   VERSION  36 (the machine's Triton) | 37, 38 or 39 (the Triton that gpu/carried_triton.sh
+#            unpacked in /tmp/carried_triton in this or an earlier call on the same warm
+#            machine; triton.txt records which)
 #   GROUP    as gpu/issue4_sweep.sh's (d64-causal, d64-nomask, d128-causal, d128-nomask)
 # Writes $OUT/rK-tVERSION-GROUP/ (K the argument's place): issue4_sweep.sh's files and triton.txt.
 #   OUT=$OUT BUDGET_S=150 bash docs/results/session87/fixcost_by_triton.sh 36:d128-causal \
@@ -17,9 +18,9 @@ for spec in "$@"; do
     mkdir -p "$dir"
     case $version in
         36) extra=() ;;
-        38) [ -d /tmp/carried_triton/triton ] || { echo "3.8.0 not unpacked"; exit 2; }
+        37|38|39) [ -d /tmp/carried_triton/triton ] || { echo "no Triton unpacked"; exit 2; }
             extra=(PYTHONPATH=/tmp/carried_triton TRITON_BACKENDS_IN_TREE=1) ;;
-        *) echo "unknown version $version (36, 38)"; exit 2 ;;
+        *) echo "unknown version $version (36, 37, 38, 39)"; exit 2 ;;
     esac
     env "${extra[@]}" python3 -c 'import triton; print(triton.__version__, triton.__file__)' \
         > "$dir/triton.txt"
