@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Session 87 (one H200, torch 2.11): the fix's cost alone, stable_flash against
 # stable_flash_nofix (9 rounds, do_bench medians and back to back), in fresh processes under the
-# machine's Triton 3.6 or the carried 3.8.0, in the order given. Each argument is VERSION:GROUP,
+# machine's Triton 3.6 or a carried one (3.8.0 here), in the order given. Each argument is
+# VERSION:GROUP,
 #   VERSION  36 (the machine's Triton) | 37, 38 or 39 (the Triton that gpu/carried_triton.sh
 #            unpacked in /tmp/carried_triton in this or an earlier call on the same warm
 #            machine; triton.txt records which)
