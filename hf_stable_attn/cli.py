@@ -1,4 +1,4 @@
-"""The ``hf-stable-attn`` command: ``demo``, ``bias``, ``probe``."""
+"""The ``hf-stable-attn`` command: ``demo``, ``bias``, ``probe``, ``env``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import demo, probe
+    from . import demo, environment, probe
     from .numerics import cli as numerics_cli
 
     parser = argparse.ArgumentParser(
@@ -19,6 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_subparser(subparsers)
     numerics_cli.add_subparser(subparsers)
     probe.add_subparser(subparsers)
+    environment.add_subparser(subparsers)
     return parser
 
 
