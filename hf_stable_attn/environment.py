@@ -106,7 +106,7 @@ def format_report(data: dict) -> str:
              f"- Platform: {data['platform']}"]
     for name, version in data["libraries"].items():
         lines.append(f"- {name}: {version or 'not installed'}")
-    lines.append(f"- torch's CUDA build: {data['torch_cuda'] or 'none (a CPU build)'}")
+    lines.append(f"- torch's CUDA build: {data['torch_cuda'] or 'none'}")
     lines.append(f"- stable_flash registered with Transformers: "
                  f"{'yes' if data['stable_flash_registered'] else 'no'}")
     lines.append(f"- CPU tensors: {data['cpu']}")
