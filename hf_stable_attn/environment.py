@@ -37,10 +37,24 @@ def package_version() -> str:
         return f"not installed (source at {Path(__file__).resolve().parent})"
 
 
-def hopper_forward_state(capability: tuple[int, int]) -> str:
-    """Whether the Gluon (warp-specialized) forward serves a GPU of ``capability``."""
+def nvidia_capability(index: int) -> tuple[int, int] | None:
+    """CUDA device ``index``'s capability as the kernels test it
+    (``kernels._common.nvidia_capability``: None under ROCm, whose numbers name AMD
+    architectures, gfx90a as 9.0); None without Triton, where no kernel runs."""
+    import torch
+
+    try:
+        from .kernels._common import nvidia_capability as kernels_capability
+    except ImportError:
+        return None
+    return kernels_capability(torch.device("cuda", index))
+
+
+def hopper_forward_state(capability: tuple[int, int] | None) -> str:
+    """Whether the Gluon (warp-specialized) forward serves a GPU of NVIDIA ``capability``
+    (``nvidia_capability``'s)."""
     if capability != (9, 0):
-        return "not used (it needs a Hopper GPU, capability 9.0)"
+        return "not used (it needs an NVIDIA Hopper GPU, capability 9.0)"
     try:
         from .kernels import flash_fwd_hopper
     except ImportError as err:  # a Triton without Gluon's Hopper modules
@@ -59,12 +73,11 @@ def gpu_paths() -> list[dict]:
     gpus = []
     for index in range(torch.cuda.device_count()):
         props = torch.cuda.get_device_properties(index)
-        capability = (props.major, props.minor)
         gpus.append({
             "index": index, "name": props.name, "capability": f"{props.major}.{props.minor}",
             "memory_gib": round(props.total_memory / 2**30, 1),
             "bf16_fp16": "the Triton kernels", "fp32": "the PyTorch reference path (logged)",
-            "hopper_forward": hopper_forward_state(capability),
+            "hopper_forward": hopper_forward_state(nvidia_capability(index)),
         })
     return gpus
 

@@ -71,3 +71,10 @@ def test_hopper_forward_state_follows_the_switch_and_capability(monkeypatch, ena
     assert state.startswith("on") if enabled else state.startswith("off (HF_STABLE_ATTN_GLUON=0)")
     assert environment.hopper_forward_state((8, 0)).startswith("not used")
     assert environment.hopper_forward_state((10, 0)).startswith("not used")
+    assert environment.hopper_forward_state(None).startswith("not used")  # ROCm, no Triton
+
+
+def test_rocm_devices_are_not_taken_for_hopper(monkeypatch):
+    pytest.importorskip("triton")
+    monkeypatch.setattr(torch.version, "hip", "6.4")  # AMD numbers gfx90a as capability 9.0
+    assert environment.nvidia_capability(0) is None
