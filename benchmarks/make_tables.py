@@ -397,10 +397,15 @@ def render(paths: list[str], brief: bool = False) -> str:
     out = []
     for path in paths:
         data = json.loads(Path(path).read_text())
-        if data.get("benchmark") == "attention":
+        kind = data.get("benchmark") if isinstance(data, dict) else None
+        if kind == "attention":
             out += attention_section(data, path, brief)
-        else:
+        elif kind == "e2e":
             out += e2e_section(data, path)
+        else:
+            raise ValueError(
+                f"{path}: not a results file of benchmarks/bench_attention.py or bench_e2e.py "
+                f"(its 'benchmark' field is {kind!r}); pass only those files' JSON")
         if data.get("not_run"):
             out += [f"Not run (time budget): {len(data['not_run'])} item(s).", ""]
     return "\n".join(out).rstrip() + "\n"

@@ -238,6 +238,16 @@ def test_splice_needs_markers():
         make_tables.splice("no markers here", "tables")
 
 
+def test_render_names_a_file_that_is_not_a_sweep_or_e2e_result(tmp_path):
+    other = tmp_path / "env.json"  # e.g. `hf-stable-attn env --json`, caught by a glob
+    other.write_text(json.dumps({"versions": {"torch": "2.13.0"}, "gpus": []}))
+    sinks = tmp_path / "sinks.json"
+    sinks.write_text(json.dumps({"benchmark": "sinks", "records": []}))
+    for path, kind in ((other, "None"), (sinks, "'sinks'")):
+        with pytest.raises(ValueError, match=f"{path.name}: not a results file .* is {kind}"):
+            make_tables.render([str(path)])
+
+
 def test_e2e_cpu_smoke(tmp_path):
     out = tmp_path / "e2e.json"
     bench_e2e.main([
