@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Issue 4's target shapes (bf16, fwd+bwd, S 2048/4096/8192, MHA and GQA 8:1) with every peer,
-# a group of six per run; the GPUs run at the same time, each GPU its runs in order. Each
+# Issue 4's target shapes (bf16, fwd+bwd, S 2048/4096/8192/16384, MHA and GQA 8:1) with every
+# peer, a group of eight per run; the GPUs run at the same time, each GPU its runs in order. Each
 # argument is GPU:GROUP[:TREE]:
 #   GROUP  d64-causal | d64-nomask | d128-causal | d128-nomask
 #   TREE   a source tree to time instead of the repository (e.g. .variants/main78, carried),
 #          for same-time A/B pairs; its name tags the output.
 # A GPU:GROUP[:TREE] given again runs again in a fresh process, tagged -run2, -run3, ...
-# IMPLS (default: every peer) and ROUNDS (default 5) pass to benchmarks.bench_attention.
+# IMPLS (default: every peer), ROUNDS (default 5) and SEQLENS (default "2048 4096 8192 16384";
+# the budget cuts the last first) pass to benchmarks.bench_attention.
 # The tree (or the repository) goes first on PYTHONPATH, before what the caller put there (e.g. a
 # carried Triton). Writes $OUT/gpuN-GROUP[-TREE][-runK]-attention.json, its log and gpu.txt.
 #   run(command="OUT=$OUT bash gpu/issue4_sweep.sh 0:d64-causal 1:d64-nomask",
@@ -28,7 +29,7 @@ sweep() {  # GPU GROUP TREE TAG
     cd "$repo/${tree:-.}" || return 2
     CUDA_VISIBLE_DEVICES=$gpu PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} \
         python3 -m benchmarks.bench_attention \
-        --dtypes bf16 --seqlens 2048 4096 8192 --causal $causal --kv-groups 1 8 \
+        --dtypes bf16 --seqlens ${SEQLENS:-2048 4096 8192 16384} --causal $causal --kv-groups 1 8 \
         --modes fwd_bwd --rounds "${ROUNDS:-5}" --sustain-s 1 --sustain-rounds 2 \
         ${IMPLS:+--impls $IMPLS} \
         --time-budget-s "$BUDGET_S" --head-dims $d --out "$OUT/$name-attention.json" 2>&1 \

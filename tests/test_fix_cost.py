@@ -37,7 +37,7 @@ def test_each_shape_takes_the_median_of_its_runs(tmp_path):
     medians = next(line for line in text.splitlines() if line.startswith("| medians |"))
     assert medians == "| medians | 1.0349 | 1.050 | 1 of 2 |"  # sqrt(1.02 * 1.05); GQA above
     assert "| back to back | 1.1000 | 1.100 | 1 of 1 |" in text
-    assert "2 of 24 target shapes" in text
+    assert "2 of 32 target shapes" in text
 
 
 def test_a_run_without_the_fix_off_adds_nothing(tmp_path):

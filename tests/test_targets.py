@@ -43,7 +43,7 @@ def test_a_later_file_replaces_an_earlier_ones_shape(tmp_path):
     fa2 = next(line for line in text.splitlines() if line.startswith("| ours / sdpa_flash"))
     assert "| 1.461 | 1.333 | 2 | met |" in fa2  # geomean of 1.333 and 1.6
     assert "Targets, back to back:" not in text  # no sustained timings in these runs
-    assert "Not covered (22 of 24)" in text and "S 4096 D128 causal MHA" not in text
+    assert "Not covered (30 of 32)" in text and "S 4096 D128 causal MHA" not in text
 
     _, sources = targets.stitch([new, old])  # the older run named last wins its shape
     missed = next(r for r in _rows(targets.report([new, old])) if "| yes | 16/16 |" in r)
@@ -67,6 +67,6 @@ def test_an_end_to_end_file_is_refused(tmp_path):
         targets.stitch([e2e])
 
 
-def test_the_target_set_has_issue_4s_24_shapes():
-    assert len(set(targets.TARGET_SET)) == 24
-    assert {s for s, _, _, _ in targets.TARGET_SET} == {2048, 4096, 8192}
+def test_the_target_set_has_issue_4s_32_shapes():
+    assert len(set(targets.TARGET_SET)) == 32
+    assert {s for s, _, _, _ in targets.TARGET_SET} == {2048, 4096, 8192, 16384}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Session 91: issue 4's sweep off its 24 target shapes (seqlen 512, 1024, 16384; head dim 256;
-# fp16; the fwd and bwd modes), every peer in the same run, at main. One call runs the parts it
-# names, each its own JSON, under a time budget each:
+# Session 91: issue 4's sweep beyond the 24 shapes of S 2k-8k (seqlen 512, 1024, 16384; head
+# dim 256; fp16; the fwd and bwd modes), every peer in the same run, at main. One call runs the
+# parts it names, each its own JSON, under a time budget each:
 #   OUT=$OUT PARTS="s16k" bash docs/results/session91/grid_part.sh
 # TRITON_CACHE_DIR stays /tmp/tc91 across calls, so a warm machine keeps the tuner's picks.
 set -uo pipefail
