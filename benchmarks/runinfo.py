@@ -36,13 +36,6 @@ def device_slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "unknown"
 
 
-def _version(module: str) -> str | None:
-    try:
-        return __import__(module).__version__
-    except ImportError:
-        return None
-
-
 def _git_commit() -> str | None:
     """The repository's commit (None where the tree is a copy without .git), or $GIT_COMMIT."""
     try:
@@ -96,11 +89,13 @@ def commits_with_digest(digest: str, root: Path = REPO, count: int = 500) -> lis
 
 def header(benchmark: str, device: torch.device, config: dict) -> dict:
     """The top-level fields of a results file (everything but ``records``)."""
+    from hf_stable_attn.environment import module_version  # the benchmarks have it imported
+
     versions = {
         "python": platform.python_version(),
         "torch": torch.__version__,
-        "triton": _version("triton"),
-        "transformers": _version("transformers"),
+        "triton": module_version("triton"),
+        "transformers": module_version("transformers"),
         "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
         "hf_stable_attn_commit": _git_commit(),

@@ -18,15 +18,17 @@ SETTING_PREFIXES = ("HF_STABLE_ATTN_", "TRITON_")
 CPU_PATH = "the PyTorch reference path (every dtype)"
 
 
+def module_version(name: str) -> str | None:
+    """Module ``name``'s ``__version__`` as imported here, None where it is absent."""
+    try:
+        return str(importlib.import_module(name).__version__)
+    except ImportError:
+        return None
+
+
 def library_versions() -> dict[str, str | None]:
-    """``{name: __version__}`` of each of ``LIBRARIES`` as imported here, None where absent."""
-    versions = {}
-    for name in LIBRARIES:
-        try:
-            versions[name] = str(importlib.import_module(name).__version__)
-        except ImportError:
-            versions[name] = None
-    return versions
+    """``{name: __version__}`` of each of ``LIBRARIES`` (``module_version``)."""
+    return {name: module_version(name) for name in LIBRARIES}
 
 
 def package_version() -> str:
