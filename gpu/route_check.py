@@ -12,13 +12,14 @@ names it matches. ``--heads-per-kv`` sets the query heads per KV head of every k
 
 Run: ``PYTHONPATH=$PWD python gpu/route_check.py --out routes.json [--budget-s 300]
 [--kinds fwd bwd routes] [--seqlens 2048 4096] [--head-dims 64 128] [--causal true false]
-[--fix-off-too] [--sustain-s T] [--whole-step] [--only REGEX] [--heads-per-kv 1 4 8]``.
+[--fix-off-too] [--sustain-s T] [--whole-step] [--only REGEX] [--heads-per-kv 1 4 8]
+[--batch 4]``.
 Timing: ``do_bench`` medians over ``--rounds`` rounds, each starting at another variant of the
-shape (``benchmarks.timing.interleaved_medians``), B 4, H 16 at D128 and 32 at D64 (GQA 8:1 for
-the backward), bf16, after one untimed call each (which compiles and, for the Triton kernel,
-tunes). With ``--sustain-s T`` each round runs a variant back to back for ``T`` seconds instead
-(``timing.sustained_ms``): the card stays at its power limit, as in training, where ``do_bench``'s
-short windows leave it headroom (docs/kernel_notes.md, session 66).
+shape (``benchmarks.timing.interleaved_medians``), B ``--batch`` (4), H 16 at D128 and 32 at D64
+(GQA 8:1 for the backward), bf16, after one untimed call each (which compiles and, for the Triton
+kernel, tunes). With ``--sustain-s T`` each round runs a variant back to back for ``T`` seconds
+instead (``timing.sustained_ms``): the card stays at its power limit, as in training, where
+``do_bench``'s short windows leave it headroom (docs/kernel_notes.md, session 66).
 """
 
 from __future__ import annotations
@@ -168,13 +169,13 @@ def whole_steps(fns, kind, dout, q, k, v, kw, fix):
 
 
 def measure(kind, s, d, causal, heads_kv, rounds, fix_off_too=False, sustain_s=0.0,
-            whole_step=False, only=None):
+            whole_step=False, only=None, batch=4):
     """One shape's variants of ``kind`` timed; ``heads_kv`` None: MHA forward, GQA 8:1 backward;
     ``fix_off_too``: the forward's routes without the fix as well; ``sustain_s`` > 0: each
     variant run back to back for that long a round (``timing.sustained_ms``) instead of
     ``do_bench``; ``whole_step``: each variant timed in a forward + backward (``whole_steps``);
-    ``only``: a regular expression the kept variants' names match."""
-    batch, hq = 4, query_heads(d)
+    ``only``: a regular expression the kept variants' names match; ``batch`` sequences a call."""
+    hq = query_heads(d)
     hk = heads_kv or (hq if kind == "fwd" else hq // 8)
     shape = Shape("bf16", s, batch, hq, hk, d, causal)
     q, k, v, dout = draw(batch, s, hq, d, 1), draw(batch, s, hk, d, 2), draw(batch, s, hk, d, 3), \
@@ -219,6 +220,7 @@ def main() -> None:
     ap.add_argument("--only", help="keep the variants whose names match this regular expression")
     ap.add_argument("--heads-per-kv", nargs="+", type=int,
                     help="query heads per KV head of the shapes (default: VARIED_HEADS)")
+    ap.add_argument("--batch", type=int, default=4, help="sequences a call (default 4)")
     args = ap.parse_args()
     t0 = time.time()
     result = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__,
@@ -228,7 +230,8 @@ def main() -> None:
             for s in args.seqlens for d in args.head_dims for causal in args.causal
             for heads_kv in kv_heads(kind, query_heads(d), args.heads_per_kv)]
     time_within_budget(plan, lambda item: measure(*item, args.rounds, args.fix_off_too,
-                                                  args.sustain_s, args.whole_step, args.only),
+                                                  args.sustain_s, args.whole_step, args.only,
+                                                  args.batch),
                        result, args.out, args.budget_s, t0, ("kind", "shape", "tflops"))
 
 
