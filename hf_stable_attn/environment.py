@@ -16,6 +16,7 @@ from pathlib import Path
 LIBRARIES = ("torch", "triton", "transformers", "accelerate", "peft", "datasets", "safetensors")
 SETTING_PREFIXES = ("HF_STABLE_ATTN_", "TRITON_")
 CPU_PATH = "the PyTorch reference path (every dtype)"
+PATH_NAMES = {"triton": "the Triton kernels", "reference": "the PyTorch reference path"}
 
 
 def module_version(name: str) -> str | None:
@@ -78,10 +79,20 @@ def gpu_paths() -> list[dict]:
         gpus.append({
             "index": index, "name": props.name, "capability": f"{props.major}.{props.minor}",
             "memory_gib": round(props.total_memory / 2**30, 1),
-            "bf16_fp16": "the Triton kernels", "fp32": "the PyTorch reference path (logged)",
+            "bf16_fp16": cuda_path(torch.bfloat16, torch.float16),
+            "fp32": cuda_path(torch.float32),
             "hopper_forward": hopper_forward_state(nvidia_capability(index)),
         })
     return gpus
+
+
+def cuda_path(*dtypes) -> str:
+    """The path ``backend="auto"`` gives CUDA tensors of ``dtypes`` (``ops.auto_backend``, the
+    same for each of them), with "(logged)" where it is the reference path, which warns there."""
+    from .ops import auto_backend
+
+    (backend,) = {auto_backend(True, dtype) for dtype in dtypes}
+    return PATH_NAMES[backend] + (" (logged)" if backend == "reference" else "")
 
 
 def registered() -> bool:

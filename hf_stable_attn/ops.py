@@ -233,15 +233,21 @@ def _seq_first(*tensors: Tensor) -> tuple[Tensor, ...]:
     return tuple(t.transpose(1, 2) for t in tensors)
 
 
+def auto_backend(is_cuda: bool, dtype: torch.dtype) -> str:
+    """The backend ``'auto'`` picks for tensors of ``dtype``: 'triton' for CUDA bf16/fp16,
+    else 'reference'."""
+    return "triton" if is_cuda and dtype in KERNEL_DTYPES else "reference"
+
+
 def resolve_backend(backend: str, q: Tensor) -> str:
-    """'auto' -> 'triton' for CUDA bf16/fp16 tensors, else 'reference' (logged for fp32 CUDA)."""
+    """``auto_backend`` for ``'auto'`` (the reference path on CUDA logged once), else
+    ``backend``."""
     if backend != "auto":
         return backend
-    if q.is_cuda and q.dtype in KERNEL_DTYPES:
-        return "triton"
-    if q.is_cuda:
+    chosen = auto_backend(q.is_cuda, q.dtype)
+    if q.is_cuda and chosen == "reference":
         _log_fp32_fallback(q.dtype)
-    return "reference"
+    return chosen
 
 
 _warned: set[str] = set()

@@ -78,3 +78,14 @@ def test_rocm_devices_are_not_taken_for_hopper(monkeypatch):
     pytest.importorskip("triton")
     monkeypatch.setattr(torch.version, "hip", "6.4")  # AMD numbers gfx90a as capability 9.0
     assert environment.nvidia_capability(0) is None
+
+
+def test_cuda_paths_follow_the_dispatch_rule(monkeypatch):
+    from hf_stable_attn import ops
+
+    assert environment.cuda_path(torch.bfloat16, torch.float16) == "the Triton kernels"
+    assert environment.cuda_path(torch.float32) == "the PyTorch reference path (logged)"
+    monkeypatch.setattr(ops, "KERNEL_DTYPES", (torch.bfloat16,))
+    assert environment.cuda_path(torch.float16) == "the PyTorch reference path (logged)"
+    with pytest.raises(ValueError):  # one line cannot name two paths
+        environment.cuda_path(torch.bfloat16, torch.float16)
