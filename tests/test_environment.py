@@ -2,6 +2,7 @@
 helpers)."""
 
 import json
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -78,6 +79,20 @@ def test_rocm_devices_are_not_taken_for_hopper(monkeypatch):
     pytest.importorskip("triton")
     monkeypatch.setattr(torch.version, "hip", "6.4")  # AMD numbers gfx90a as capability 9.0
     assert environment.nvidia_capability(0) is None
+
+
+def test_gpu_paths_on_a_stand_in_device(monkeypatch):
+    props = SimpleNamespace(name="NVIDIA H200", major=9, minor=0, total_memory=139.8 * 2**30)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: props)
+    monkeypatch.setattr(environment, "nvidia_capability", lambda index: (8, 0))
+    (gpu,) = environment.gpu_paths()
+    assert gpu["name"] == "NVIDIA H200" and gpu["capability"] == "9.0"
+    assert gpu["memory_gib"] == 139.8
+    assert gpu["bf16_fp16"] == "the Triton kernels"
+    assert gpu["fp32"] == "the PyTorch reference path (logged)"
+    assert gpu["hopper_forward"].startswith("not used")
 
 
 def test_cuda_paths_follow_the_dispatch_rule(monkeypatch):
