@@ -15,8 +15,8 @@ from pathlib import Path
 
 LIBRARIES = ("torch", "triton", "transformers", "accelerate", "peft", "datasets", "safetensors")
 SETTING_PREFIXES = ("HF_STABLE_ATTN_", "TRITON_")
-CPU_PATH = "the PyTorch reference path (every dtype)"
 PATH_NAMES = {"triton": "the Triton kernels", "reference": "the PyTorch reference path"}
+CPU_PATH = f"{PATH_NAMES['reference']} (every dtype)"
 
 
 def module_version(name: str) -> str | None:
@@ -73,14 +73,14 @@ def gpu_paths() -> list[dict]:
 
     if not torch.cuda.is_available():
         return []
+    paths = {"bf16_fp16": cuda_path(torch.bfloat16, torch.float16),
+             "fp32": cuda_path(torch.float32)}  # the same on every device
     gpus = []
     for index in range(torch.cuda.device_count()):
         props = torch.cuda.get_device_properties(index)
         gpus.append({
             "index": index, "name": props.name, "capability": f"{props.major}.{props.minor}",
-            "memory_gib": round(props.total_memory / 2**30, 1),
-            "bf16_fp16": cuda_path(torch.bfloat16, torch.float16),
-            "fp32": cuda_path(torch.float32),
+            "memory_gib": round(props.total_memory / 2**30, 1), **paths,
             "hopper_forward": hopper_forward_state(nvidia_capability(index)),
         })
     return gpus
