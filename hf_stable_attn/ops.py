@@ -240,22 +240,23 @@ def auto_backend(is_cuda: bool, dtype: torch.dtype) -> str:
 
 
 def resolve_backend(backend: str, q: Tensor) -> str:
-    """``auto_backend`` for ``'auto'`` (the reference path on CUDA logged once), else
+    """``auto_backend`` for ``'auto'`` (the reference path on CUDA logged once per dtype), else
     ``backend``."""
     if backend != "auto":
         return backend
     chosen = auto_backend(q.is_cuda, q.dtype)
     if q.is_cuda and chosen == "reference":
-        _log_fp32_fallback(q.dtype)
+        _log_reference_on_cuda(q.dtype)
     return chosen
 
 
-_warned: set[str] = set()
+_warned_dtypes: set[torch.dtype] = set()
 
 
-def _log_fp32_fallback(dtype: torch.dtype) -> None:
-    if "fp32" not in _warned:
-        _warned.add("fp32")
+def _log_reference_on_cuda(dtype: torch.dtype) -> None:
+    """Warn, once per dtype, that CUDA inputs of ``dtype`` take the slow reference path."""
+    if dtype not in _warned_dtypes:
+        _warned_dtypes.add(dtype)
         logger.warning(
             "hf_stable_attn: the Triton kernel runs bf16/fp16; %s CUDA inputs use the (slow) "
             "reference path. Load the model in bfloat16 or use autocast for speed.",

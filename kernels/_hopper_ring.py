@@ -1,7 +1,8 @@
 """What the three Gluon kernels on Hopper (``flash_fwd_hopper``'s forward, ``flash_bwd_hopper``'s
 dQ and dK/dV) share: the ring of shared-memory slots through which a 1-warp loader feeds the
-consumer warpgroups (two, or three in the D64 forward), and (forward and dQ) a program's query
-tile, causal grids heaviest first, and how many key tiles it sees.
+consumer warpgroups (two, or three in the D64 forward), (forward and dQ) a program's query
+tile, causal grids heaviest first, and how many key tiles it sees, and the split of a tile's
+columns through which the causal and length masks compare.
 
 A ring carries two tiles per slot (K and V, or Q and dO), ``a`` and ``b``. Each has a "full"
 mbarrier per slot (one arrival: the loader's TMA transaction count) and an "empty" one (one
@@ -54,6 +55,25 @@ def load_rows(desc, b, row, h, bar, smem):
     """TMA copy of a ``host_descriptor``'s box at batch entry ``b``, rows ``row`` onwards, head
     ``h`` (int32 each) into ``smem`` (rows, D), completing on mbarrier ``bar``."""
     tma_load(desc, [b, row, h, 0], bar, smem.reshape([1, smem.shape[0], 1, smem.shape[1]]))
+
+
+# The bits of a column that the NVMMA accumulator layouts (wgmma's, as mma.sync's) take from a
+# thread's lane: a thread holds columns 2 (lane % 4) + 8 i + {0, 1}.
+LANE_COLUMN_BITS = gl.constexpr(6)
+
+
+@gluon.jit
+def split_columns(width: gl.constexpr, layout: gl.constexpr):
+    """``gl.arange(0, width, layout)`` as ``(own, lane)`` with ``own + lane`` the column:
+    ``lane`` the bits a thread's lane sets (``LANE_COLUMN_BITS``), ``own`` the rest, known at
+    compile time for each of a thread's registers. A mask ``own <= bound - lane`` (``bound`` a
+    row's) then costs one compare with an immediate a score, and no register holds a column
+    across the key loop: ``column <= bound`` kept 32 of them live at 128-wide tiles, which ptxas
+    13.4 spilled in the D64 forward (docs/kernel_notes.md, session 94). Any layout gives the
+    same mask; only the saving needs the NVMMA one."""
+    cols = gl.arange(0, width, layout=layout)
+    lane = cols & LANE_COLUMN_BITS
+    return cols - lane, lane
 
 
 @gluon.jit

@@ -39,7 +39,7 @@ from ._common import (
 )
 from ._hopper_ring import (
     HEAD_GROUP, flag_barriers, heaviest_first, host_descriptor, key_tiles, load_rows, load_slot,
-    query_tile, release_slot, ring_barriers,
+    query_tile, release_slot, ring_barriers, split_columns,
 )
 from . import flash_fwd_hopper
 
@@ -406,9 +406,10 @@ def _dq_step(j, dq, q, do, k_smem, v_smem, k_full, k_empty, v_full, v_empty, lse
     dp_tok = warpgroup_mma(do, v.permute((1, 0)), zero_s, use_acc=False, is_async=True)
     s = warpgroup_mma_wait(1, deps=(s_tok,))
     p = gl.exp2(s * qk_scale - gl.expand_dims(lse2, 1))
-    if CAUSAL:
-        cols = j * TILE_N + gl.arange(0, TILE_N, layout=gl.SliceLayout(0, s_layout))
-        p = gl.where(gl.expand_dims(cols, 0) <= gl.expand_dims(rows + diag, 1), p, 0.0)
+    if CAUSAL:  # key j TILE_N + c counts for row r where c <= r + diag - j TILE_N
+        own, lane = split_columns(TILE_N, gl.SliceLayout(0, s_layout))
+        last = gl.expand_dims(rows + diag - j * TILE_N, 1) - gl.expand_dims(lane, 0)
+        p = gl.where(gl.expand_dims(own, 0) <= last, p, 0.0)
     dp = warpgroup_mma_wait(0, deps=(dp_tok,))
     mbarrier.arrive(v_empty.index(slot), count=1)
     ds = p * (dp - gl.expand_dims(delta, 1))

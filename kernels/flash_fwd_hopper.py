@@ -52,7 +52,7 @@ from ._common import (
 )
 from ._hopper_ring import (
     HEAD_GROUP, flag_barriers, host_descriptor, key_tiles, load_rows, load_slot, ranked_tile,
-    release_slot, ring_barriers,
+    release_slot, ring_barriers, split_columns,
 )
 
 ONE_BITS = gl.constexpr(0x3F800000)  # 1.0f as int32
@@ -169,11 +169,15 @@ def _softmax(s, m1, tied, shift, l_i, start_n, start_m, seqlen_k, diag, qk_scale
     ``qk_scale``); ``shift`` is in log2 units; ``lane_odd`` and ``PAIR_GAP`` are
     ``_tie_gap``'s."""
     if MASKED:
-        cols = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
-        ok = gl.expand_dims(cols < seqlen_k, 0)
+        # One compare a score (``split_columns``): the column against its row's last visible
+        # one, the key length folded in, both counted from the tile's first column.
+        own, lane = split_columns(BLOCK_N, gl.SliceLayout(0, s_layout))
         if CAUSAL:
             rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
-            ok = ok & (gl.expand_dims(cols, 0) <= gl.expand_dims(rows + diag, 1))
+            last = gl.minimum(rows + diag, seqlen_k - 1) - start_n
+            ok = gl.expand_dims(own, 0) <= gl.expand_dims(last, 1) - gl.expand_dims(lane, 0)
+        else:
+            ok = gl.expand_dims(own <= (seqlen_k - 1 - start_n) - lane, 0)
         s = gl.where(ok, s, float("-inf"))
     m1_new = gl.maximum(m1, gl.max(s, 1))
     top = m1_new * qk_scale

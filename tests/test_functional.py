@@ -329,3 +329,19 @@ def test_eager_calls_the_implementation_and_compile_calls_the_op(monkeypatch):
                              backend="aot_eager")(q, k, v)
     assert len(calls) == 1
     torch.testing.assert_close(compiled, eager)
+
+
+def test_auto_backend_logs_the_reference_path_on_cuda_once_per_dtype(monkeypatch, caplog):
+    """A stand-in CUDA tensor (the rule reads only ``is_cuda`` and ``dtype``)."""
+    monkeypatch.setattr(ops, "_warned_dtypes", set())
+
+    def cuda_like(dtype):
+        return type("StandIn", (), {"is_cuda": True, "dtype": dtype})()
+
+    with caplog.at_level("WARNING", logger=ops.__name__):
+        picks = [ops.resolve_backend("auto", cuda_like(dtype))
+                 for dtype in (torch.float32, torch.float32, torch.float64, BF16)]
+    assert picks == ["reference", "reference", "reference", "triton"]
+    warned = [r.getMessage() for r in caplog.records if "reference path" in r.getMessage()]
+    assert len(warned) == 2
+    assert "torch.float32" in warned[0] and "torch.float64" in warned[1]
