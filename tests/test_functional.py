@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -335,11 +336,8 @@ def test_auto_backend_logs_the_reference_path_on_cuda_once_per_dtype(monkeypatch
     """A stand-in CUDA tensor (the rule reads only ``is_cuda`` and ``dtype``)."""
     monkeypatch.setattr(ops, "_warned_dtypes", set())
 
-    def cuda_like(dtype):
-        return type("StandIn", (), {"is_cuda": True, "dtype": dtype})()
-
     with caplog.at_level("WARNING", logger=ops.__name__):
-        picks = [ops.resolve_backend("auto", cuda_like(dtype))
+        picks = [ops.resolve_backend("auto", SimpleNamespace(is_cuda=True, dtype=dtype))
                  for dtype in (torch.float32, torch.float32, torch.float64, BF16)]
     assert picks == ["reference", "reference", "reference", "triton"]
     warned = [r.getMessage() for r in caplog.records if "reference path" in r.getMessage()]
