@@ -346,22 +346,28 @@ def load_rows(src, start, rows, row_ok, stride, offs_d, d_ok, MASK_ROWS: tl.cons
 
 
 @triton.jit
-def visible(offs_m, offs_n, seqlen_q, seqlen_k, window_left, window_right,
+def visible(rows, col0, cols, seqlen_q, seqlen_k, window_left, window_right,
             HAS_WL: tl.constexpr, HAS_WR: tl.constexpr, TRANSPOSED: tl.constexpr = False):
-    """Bool (BLOCK_M, BLOCK_N), or (BLOCK_N, BLOCK_M) when TRANSPOSED: row ``i`` may attend
-    key ``j`` (bottom-right aligned window, both inside their sequences)."""
-    if TRANSPOSED:
-        rows = offs_m[None, :]
-        cols = offs_n[:, None]
-    else:
-        rows = offs_m[:, None]
-        cols = offs_n[None, :]
-    ok = (rows < seqlen_q) & (cols < seqlen_k)
-    diag = rows + (seqlen_k - seqlen_q)
-    if HAS_WL:
-        ok = ok & (cols >= diag - window_left)
-    if HAS_WR:
-        ok = ok & (cols <= diag + window_right)
+    """Bool (R, C): row ``rows[i]`` sees column ``col0 + cols[j]`` (``cols`` a ``tl.arange``),
+    rows queries and columns keys, or with TRANSPOSED rows keys and columns queries
+    (bottom-right aligned window, both inside their sequences). A row's visible columns are
+    one interval, its bounds counted from ``col0``: one compare a score and bound."""
+    diag = seqlen_k - seqlen_q
+    if TRANSPOSED:  # key n, query c: c < seqlen_q, n - diag - wr <= c <= n - diag + wl
+        hi = tl.where(rows < seqlen_k, seqlen_q - 1, -1)
+        if HAS_WL:
+            hi = tl.minimum(hi, rows - diag + window_left)
+        lo = rows - diag - window_right
+        HAS_LO: tl.constexpr = HAS_WR
+    else:  # query i, key c: c < seqlen_k, i + diag - wl <= c <= i + diag + wr
+        hi = tl.where(rows < seqlen_q, seqlen_k - 1, -1)
+        if HAS_WR:
+            hi = tl.minimum(hi, rows + diag + window_right)
+        lo = rows + diag - window_left
+        HAS_LO: tl.constexpr = HAS_WL
+    ok = cols[None, :] <= (hi - col0)[:, None]
+    if HAS_LO:
+        ok = ok & (cols[None, :] >= (lo - col0)[:, None])
     return ok
 
 

@@ -77,6 +77,15 @@ def split_columns(width: gl.constexpr, layout: gl.constexpr):
 
 
 @gluon.jit
+def columns_at_most(bound, width: gl.constexpr, layout: gl.constexpr):
+    """Bool (R, width): column ``c`` of row ``r`` is at most ``bound[r]``, ``bound`` (R,) int32
+    in ``SliceLayout(1, L)`` and ``layout`` the columns' ``SliceLayout(0, L)``; one compare a
+    score through ``split_columns``."""
+    own, lane = split_columns(width, layout)
+    return gl.expand_dims(own, 0) <= gl.expand_dims(bound, 1) - gl.expand_dims(lane, 0)
+
+
+@gluon.jit
 def ranked_tile(rank, num_tiles, num_columns, group, CAUSAL: gl.constexpr):
     """The ``(tile, column)`` (query tile, batch-head) of the ``rank``-th unit of work in a grid of
     ``num_tiles`` x ``num_columns``, ranks counting tiles fastest: a Gluon form of

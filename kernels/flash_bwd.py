@@ -72,16 +72,17 @@ def _query_tile(q_src, do_src, LSE, DELTA, l_base, b, h, start_m, offs_m, stride
 
 
 @triton.jit
-def _row_probs(s, lse2, offs_m, offs_n, key_ok, seqlen_q, seqlen_k, window_left, window_right,
-               MASKED: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
+def _row_probs(s, lse2, offs_m, start_n, offs_n, key_ok, seqlen_q, seqlen_k, window_left,
+               window_right, MASKED: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
                HAS_KPM: tl.constexpr):
     """P (BLOCK_M, BLOCK_N) = exp2(s - lse2) for scores ``s`` in log2 units and the rows'
-    ``lse2`` (BLOCK_M,): 0 where the mask hides the key (MASKED) or ``key_ok`` (BLOCK_N,) is false
-    (HAS_KPM). The scores rows first, as the dQ and the rows-first dK/dV tiles hold them."""
+    ``lse2`` (BLOCK_M,): 0 where the mask hides key ``start_n + offs_n`` (MASKED; ``offs_n`` a
+    ``tl.arange``) or ``key_ok`` (BLOCK_N,) is false (HAS_KPM). The scores rows first, as the dQ
+    and the rows-first dK/dV tiles hold them."""
     p = tl.exp2(s - lse2[:, None])
     if MASKED:
-        ok = visible(offs_m, offs_n, seqlen_q, seqlen_k, window_left, window_right, HAS_WL,
-                     HAS_WR)
+        ok = visible(offs_m, start_n, offs_n, seqlen_q, seqlen_k, window_left, window_right,
+                     HAS_WL, HAS_WR)
         p = tl.where(ok, p, 0.0)
     if HAS_KPM:
         p = tl.where(key_ok[None, :], p, 0.0)
@@ -91,17 +92,17 @@ def _row_probs(s, lse2, offs_m, offs_n, key_ok, seqlen_q, seqlen_k, window_left,
 @triton.jit
 def _dkdv_tiles(
     dk, dv, k, v, key_ok, q_src, do_src, LSE, DELTA, l_base, stride_qs, stride_ds,
-    offs_n, offs_d, d_ok, b, h, lo, hi, seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k,
+    offs_n, start_n, offs_d, d_ok, b, h, lo, hi, seqlen_q, seqlen_k, max_seqlen_q, max_seqlen_k,
     num_heads_q, qk_scale, softcap, window_left, window_right, dropout_p, drop_scale, seed,
     MASKED: tl.constexpr, HAS_WL: tl.constexpr, HAS_WR: tl.constexpr,
     HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, HAS_KPM: tl.constexpr,
     DOT_FP32: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_M: tl.constexpr, TMA_MODE: tl.constexpr,
     ROWS_FIRST: tl.constexpr, LSE_TMA: tl.constexpr,
 ):
-    """Query tiles ``[lo, hi)`` of one head against a resident key tile. Unmasked tiles lie
-    inside the sequence and the window; with HAS_KPM, keys whose ``key_ok`` (BLOCK_N,) is false
-    get no probability in any tile. Q/dO come from ``q_src``/``do_src`` (``head_sources``) as
-    TMA_MODE says.
+    """Query tiles ``[lo, hi)`` of one head against the resident key tile ``offs_n`` (``start_n``
+    onwards). Unmasked tiles lie inside the sequence and the window; with HAS_KPM, keys whose
+    ``key_ok`` (BLOCK_N,) is false get no probability in any tile. Q/dO come from
+    ``q_src``/``do_src`` (``head_sources``) as TMA_MODE says.
 
     The scores are transposed, (BLOCK_N, BLOCK_M), so no register tile needs a transpose; with
     ROWS_FIRST they are (BLOCK_M, BLOCK_N), S = Q K^T and dP = dO V^T, and P^T and dS^T reach dV
@@ -116,8 +117,8 @@ def _dkdv_tiles(
                                          MASKED, EVEN_D, TMA_MODE, not ROWS_FIRST, LSE_TMA)
         if ROWS_FIRST:
             s = scores(dot(q, tl.trans(k), DOT_FP32), qk_scale, softcap, HAS_SOFTCAP)  # (M, N)
-            p = _row_probs(s, lse2, offs_m, offs_n, key_ok, seqlen_q, seqlen_k, window_left,
-                           window_right, MASKED, HAS_WL, HAS_WR, HAS_KPM)
+            p = _row_probs(s, lse2, offs_m, start_n, offs_n - start_n, key_ok, seqlen_q,
+                           seqlen_k, window_left, window_right, MASKED, HAS_WL, HAS_WR, HAS_KPM)
             dp = dot(do, tl.trans(v), DOT_FP32)  # (M, N)
             if HAS_DROPOUT:
                 keep = keep_mask(seed, dropout_p, b, h, num_heads_q, max_seqlen_q, max_seqlen_k,
@@ -136,8 +137,8 @@ def _dkdv_tiles(
             s_t = scores(dot(k, q, DOT_FP32), qk_scale, softcap, HAS_SOFTCAP)  # (N, M)
             p_t = tl.exp2(s_t - lse2[None, :])
             if MASKED:
-                ok_t = visible(offs_m, offs_n, seqlen_q, seqlen_k, window_left, window_right,
-                               HAS_WL, HAS_WR, True)
+                ok_t = visible(offs_n, start_m, offs_m0, seqlen_q, seqlen_k, window_left,
+                               window_right, HAS_WL, HAS_WR, True)
                 p_t = tl.where(ok_t, p_t, 0.0)
             if HAS_KPM:
                 p_t = tl.where(key_ok[:, None], p_t, 0.0)
@@ -246,7 +247,7 @@ def _dkdv_kernel(
                                      BLOCK_D, TMA_MODE)
         l_base = b64 * stride_lb + h * stride_lh + q_start
         args = (k, v, key_ok, q_src, do_src, LSE, DELTA, l_base, stride_qs, stride_ds,
-                offs_n, offs_d, d_ok, b, h)
+                offs_n, start_n, offs_d, d_ok, b, h)
         dk, dv = _dkdv_tiles(dk, dv, *args, lo, full_lo, *consts, True, HAS_WL, HAS_WR,
                              HAS_SOFTCAP, HAS_DROPOUT, HAS_KPM, DOT_FP32, EVEN_D, BLOCK_M, TMA_MODE,
                              ROWS_FIRST, LSE_TMA)
@@ -291,8 +292,8 @@ def _dq_tiles(
         v = load_rows(v_src, start_n, rows, col_ok, stride_vs, offs_d, d_ok, MASKED, EVEN_D,
                       TMA_MODE)
         s = scores(dot(q, tl.trans(k), DOT_FP32), qk_scale, softcap, HAS_SOFTCAP)
-        p = _row_probs(s, lse2, offs_m, cols, col_ok, seqlen_q, seqlen_k, window_left,
-                       window_right, MASKED, HAS_WL, HAS_WR, False)
+        p = _row_probs(s, lse2, offs_m, start_n, offs_n, col_ok, seqlen_q, seqlen_k,
+                       window_left, window_right, MASKED, HAS_WL, HAS_WR, False)
         if HAS_KPM:  # read after the exps, as in the timed kernels (not inside _row_probs)
             key_ok = tl.load(kpm_row + cols, mask=col_ok, other=0) != 0
             p = tl.where(key_ok[None, :], p, 0.0)

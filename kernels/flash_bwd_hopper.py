@@ -38,8 +38,8 @@ from ._common import (
     COMPILE_OPTIONS, LOG2E, ceil_div, launch_compiled, release_below,
 )
 from ._hopper_ring import (
-    HEAD_GROUP, flag_barriers, heaviest_first, host_descriptor, key_tiles, load_rows, load_slot,
-    query_tile, release_slot, ring_barriers, split_columns,
+    HEAD_GROUP, columns_at_most, flag_barriers, heaviest_first, host_descriptor, key_tiles,
+    load_rows, load_slot, query_tile, release_slot, ring_barriers,
 )
 from . import flash_fwd_hopper
 
@@ -407,9 +407,8 @@ def _dq_step(j, dq, q, do, k_smem, v_smem, k_full, k_empty, v_full, v_empty, lse
     s = warpgroup_mma_wait(1, deps=(s_tok,))
     p = gl.exp2(s * qk_scale - gl.expand_dims(lse2, 1))
     if CAUSAL:  # key j TILE_N + c counts for row r where c <= r + diag - j TILE_N
-        own, lane = split_columns(TILE_N, gl.SliceLayout(0, s_layout))
-        last = gl.expand_dims(rows + diag - j * TILE_N, 1) - gl.expand_dims(lane, 0)
-        p = gl.where(gl.expand_dims(own, 0) <= last, p, 0.0)
+        ok = columns_at_most(rows + diag - j * TILE_N, TILE_N, gl.SliceLayout(0, s_layout))
+        p = gl.where(ok, p, 0.0)
     dp = warpgroup_mma_wait(0, deps=(dp_tok,))
     mbarrier.arrive(v_empty.index(slot), count=1)
     ds = p * (dp - gl.expand_dims(delta, 1))

@@ -63,8 +63,8 @@ def _fwd_tiles(
         # max and folded into exp2's argument (one FMA per score instead of a multiply and an add).
         s, s_scale = scores_unscaled(dot(q, tl.trans(k), DOT_FP32), qk_scale, softcap, HAS_SOFTCAP)
         if MASKED:
-            ok = visible(offs_m, cols, seqlen_q, seqlen_k, window_left, window_right,
-                         HAS_WL, HAS_WR)
+            ok = visible(offs_m, start_n, offs_n, seqlen_q, seqlen_k, window_left,
+                         window_right, HAS_WL, HAS_WR)
             s = tl.where(ok, s, float("-inf"))
         if HAS_KPM:
             key_ok = tl.load(kpm_row + cols, mask=col_ok, other=0) != 0

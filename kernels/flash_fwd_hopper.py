@@ -51,8 +51,8 @@ from ._common import (
     sm_count,
 )
 from ._hopper_ring import (
-    HEAD_GROUP, flag_barriers, host_descriptor, key_tiles, load_rows, load_slot, ranked_tile,
-    release_slot, ring_barriers, split_columns,
+    HEAD_GROUP, columns_at_most, flag_barriers, host_descriptor, key_tiles, load_rows, load_slot,
+    ranked_tile, release_slot, ring_barriers, split_columns,
 )
 
 ONE_BITS = gl.constexpr(0x3F800000)  # 1.0f as int32
@@ -171,12 +171,12 @@ def _softmax(s, m1, tied, shift, l_i, start_n, start_m, seqlen_k, diag, qk_scale
     if MASKED:
         # One compare a score (``split_columns``): the column against its row's last visible
         # one, the key length folded in, both counted from the tile's first column.
-        own, lane = split_columns(BLOCK_N, gl.SliceLayout(0, s_layout))
         if CAUSAL:
             rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
             last = gl.minimum(rows + diag, seqlen_k - 1) - start_n
-            ok = gl.expand_dims(own, 0) <= gl.expand_dims(last, 1) - gl.expand_dims(lane, 0)
+            ok = columns_at_most(last, BLOCK_N, gl.SliceLayout(0, s_layout))
         else:
+            own, lane = split_columns(BLOCK_N, gl.SliceLayout(0, s_layout))
             ok = gl.expand_dims(own <= (seqlen_k - 1 - start_n) - lane, 0)
         s = gl.where(ok, s, float("-inf"))
     m1_new = gl.maximum(m1, gl.max(s, 1))
