@@ -7,12 +7,13 @@ Run (Triton 3.9 and its ptxas-blackwell 13.4; or Triton 3.6 with ``TRITON_PTXAS_
 
 from __future__ import annotations
 
-import collections
 import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "session77"))
-from fwd_loop_sass import instructions, opcode  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "session94"))
+from fwd_loop_sass import instructions  # noqa: E402
+from mask_sass import counts  # noqa: E402
 
 from benchmarks.compile_targets import compile_for, cuobjdump  # noqa: E402
 from hf_stable_attn.kernels import flash_bwd_hopper  # noqa: E402
@@ -28,9 +29,8 @@ def main() -> None:
                     CONSUMER_REGS=regs, GROUP_PROGRAMS=group, num_warps=4),
                     descriptors=_backward_rows("_dkdv_ws_kernel", d))
                 code = instructions(cuobjdump(compiled, "-sass"))
-                ops = collections.Counter(opcode(t) for _, t in code)
-                print(f"dkdv D{d} causal={causal} GROUP_PROGRAMS={group}: {len(code)} "
-                      f"instructions, LDL {ops['LDL']} STL {ops['STL']}", flush=True)
+                print(f"dkdv D{d} causal={causal} GROUP_PROGRAMS={group}: {counts(code)}",
+                      flush=True)
 
 
 if __name__ == "__main__":
