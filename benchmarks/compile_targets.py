@@ -50,14 +50,13 @@ def compile_for(kernel, constexprs: dict, num_warps: int = 4, num_stages: int = 
     on contiguous tensors specializes it, with the options every launch passes
     (``COMPILE_OPTIONS``) and ``options`` (e.g. ``maxnreg``). An int argument named in
     ``constexprs`` compiles as that constant (as Triton specializes 1). ``descriptors``: the
-    Gluon kernels' host TMA descriptor arguments, name to box rows (``host_descriptor`` of a
-    bf16 (B, S, H, ``HEAD_DIM``) tensor); a Triton kernel's are its launcher's
+    Gluon kernels' host TMA descriptor arguments, name to the ``TensorDescriptor`` a launch
+    passes (``descriptor_type``); a Triton kernel's are its launcher's
     (``triton_descriptors``)."""
     types = {**POINTERS, **(pointers or {})}
     gluon = gluon_runtime is not None and isinstance(kernel, gluon_runtime.GluonJITFunction)
     if gluon:
-        descriptors = {name: descriptor_type(rows, constexprs["HEAD_DIM"])
-                       for name, rows in (descriptors or {}).items()}
+        descriptors = {name: descriptor_type(desc) for name, desc in (descriptors or {}).items()}
     else:
         descriptors = triton_descriptors(kernel, constexprs)
     signature, attrs = {}, {}
@@ -97,13 +96,14 @@ def triton_descriptors(kernel, constexprs: dict) -> dict[str, str]:
             for index, rows, width in launch.descriptor_slots(constexprs)}
 
 
-def descriptor_type(rows: int, head_dim: int) -> str:
-    """The signature type of a Gluon kernel's ``_hopper_ring.host_descriptor`` argument over a
-    bf16 tensor, box (1, rows, 1, head_dim)."""
-    from hf_stable_attn.kernels._hopper_ring import descriptor_box
+DESCRIPTOR_DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
 
-    block, layout = descriptor_box(rows, head_dim, torch.bfloat16)
-    return f"tensordesc<bf16[{', '.join(map(str, block))}],{layout!r}>"
+
+def descriptor_type(desc) -> str:
+    """The signature type of a Gluon kernel's host TMA descriptor argument ``desc`` (a
+    ``TensorDescriptor``: its tensor's dtype, box and shared layout), as a launch types it."""
+    block = ", ".join(map(str, desc.block_shape))
+    return f"tensordesc<{DESCRIPTOR_DTYPES[desc.base.dtype]}[{block}],{desc.layout!r}>"
 
 
 def cuobjdump(compiled, flag: str) -> str:

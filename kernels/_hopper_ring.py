@@ -44,8 +44,7 @@ def host_descriptor(x: torch.Tensor, rows: int) -> TensorDescriptor:
 @functools.lru_cache(maxsize=None)
 def descriptor_box(rows: int, head_dim: int, dtype: torch.dtype):
     """``host_descriptor``'s box and shared layout (kept: making the layout is most of the
-    descriptor's host time; ``benchmarks.compile_targets`` types the kernels' arguments with
-    them)."""
+    descriptor's host time)."""
     block = (1, rows, 1, head_dim)
     return block, gl.NVMMASharedLayout.get_default_for(list(block), GL_DTYPES[dtype])
 
@@ -158,19 +157,58 @@ def ring_barriers(STAGES: gl.constexpr, CONSUMERS: gl.constexpr = 2):
     return a_full, a_empty, b_full, b_empty
 
 
+# ``vector_descriptor``'s shared layout: its box is one row of at most 512 bytes, unswizzled.
+VECTOR_LAYOUT = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=3)
+
+
+def vector_descriptor(x: torch.Tensor, rows: int) -> TensorDescriptor:
+    """The TMA descriptor of a per-row fp32 vector ``x`` (B, H, S) such as lse, whose box is
+    ``rows`` values of one head (values past S read as zeros). Needs every stride but the last
+    a multiple of 4 and ``x`` 16-byte aligned (``vector_rows``)."""
+    return TensorDescriptor(x, list(x.shape), list(x.stride()), [1, 1, rows], VECTOR_LAYOUT)
+
+
+def vector_rows(x: torch.Tensor) -> torch.Tensor:
+    """``x`` (B, H, S) fp32 as ``vector_descriptor`` can read it: ``x`` itself where it is
+    contiguous, S % 4 == 0 and 16-byte aligned; otherwise a copy in a (B, H, S rounded up to a
+    multiple of 4) buffer, viewed (B, H, S)."""
+    if x.is_contiguous() and x.shape[-1] % 4 == 0 and x.data_ptr() % 16 == 0:
+        return x
+    padded = x.new_empty(*x.shape[:-1], -(-x.shape[-1] // 4) * 4)[..., :x.shape[-1]]
+    return padded.copy_(x)
+
+
 @gluon.jit
-def load_slot(t, b, row, h, a_desc, b_desc, a_smem, b_smem, a_full, a_empty, b_full, b_empty):
+def load_vector(desc, b, h, row, bar, smem):
+    """TMA copy of a ``vector_descriptor``'s box at batch entry ``b``, head ``h``, rows ``row``
+    onwards (int32 each) into ``smem`` (rows,), completing on mbarrier ``bar``."""
+    tma_load(desc, [b, h, row], bar, smem.reshape([1, 1, smem.shape[0]]))
+
+
+@gluon.jit
+def load_slot(t, b, row, h, a_desc, b_desc, a_smem, b_smem, a_full, a_empty, b_full, b_empty,
+              a_vec=None, b_vec=None, a_vec_smem=None, b_vec_smem=None):
     """The loader's ``t``-th fill: batch entry ``b``'s rows ``row`` onwards of head ``h`` of
     ``a_desc`` and ``b_desc`` (``load_rows``) into slot ``t % STAGES``, each once every consumer
-    has released it."""
+    has released it; with ``a_vec`` and ``b_vec`` (``vector_descriptor``s), their values for
+    those rows into ``a_vec_smem`` and ``b_vec_smem`` (STAGES, rows), completing with the
+    tiles."""
     STAGES: gl.constexpr = a_smem.shape[0]
     slot = t % STAGES
     phase = (t // STAGES) & 1
     mbarrier.wait(a_empty.index(slot), phase ^ 1)
-    mbarrier.expect(a_full.index(slot), a_desc.block_type.nbytes)
+    if a_vec is not None:
+        mbarrier.expect(a_full.index(slot), a_desc.block_type.nbytes + a_vec.block_type.nbytes)
+        load_vector(a_vec, b, h, row, a_full.index(slot), a_vec_smem.index(slot))
+    else:
+        mbarrier.expect(a_full.index(slot), a_desc.block_type.nbytes)
     load_rows(a_desc, b, row, h, a_full.index(slot), a_smem.index(slot))
     mbarrier.wait(b_empty.index(slot), phase ^ 1)
-    mbarrier.expect(b_full.index(slot), b_desc.block_type.nbytes)
+    if b_vec is not None:
+        mbarrier.expect(b_full.index(slot), b_desc.block_type.nbytes + b_vec.block_type.nbytes)
+        load_vector(b_vec, b, h, row, b_full.index(slot), b_vec_smem.index(slot))
+    else:
+        mbarrier.expect(b_full.index(slot), b_desc.block_type.nbytes)
     load_rows(b_desc, b, row, h, b_full.index(slot), b_smem.index(slot))
 
 

@@ -9,7 +9,9 @@ The dK/dV kernel:
 
 Per 128-key tile (and KV head, and share of its query heads), three partitions: a 1-warp
 loader issues the TMA copies (the two 64-key halves of K and V once, then Q and dO tile by tile
-into a ring of ``STAGES`` slots), and two 4-warp consumers each own 64 keys. A consumer's step
+into a ring of ``STAGES`` slots, with their rows' ``lse`` and ``delta``: v96a, session 96,
+which cut the spills and the address arithmetic of loading them a step: the kernel 1.08-1.38x
+as fast), and two 4-warp consumers each own 64 keys. A consumer's step
 issues ``K Q^T`` and ``V dO^T`` as asynchronous wgmma, builds ``P^T`` from the scores and the
 forward's log-sum-exp (so the backward is the same with or without the fix), issues
 ``dV += P^T dO`` while ``dP^T`` finishes, then ``dK += dS^T Q``, and releases the slot to the
@@ -19,8 +21,8 @@ barrier, so one's elementwise work runs during the other's matrix products.
 Covers: dense ``(B, S, H, D)`` bf16/fp16, head dim 64 or 128, causal (bottom-right aligned) or
 not, GQA (a program sums its share of the group's query heads, as the Triton kernel), where
 ``_common.tma_ready`` holds; ``routes`` takes the calls measured faster (dK/dV: 128, and 64
-without a causal mask, with one from 4096 query rows under Triton 3.6 and from 2048 with GQA
-only under 3.9; dQ: 128). Not: packed sequences, windows, softcap, dropout, padding masks.
+without a causal mask, with one from 2048 query rows with GQA, and from 4096 with MHA under
+Triton 3.6 only; dQ: 128). Not: packed sequences, windows, softcap, dropout, padding masks.
 Gluon does not run under the interpreter; the GPU suite tests these paths
 (``tests/gpu/test_hopper_backward.py``). HF_STABLE_ATTN_GLUON=0 turns them off.
 """
@@ -39,7 +41,7 @@ from ._common import (
 )
 from ._hopper_ring import (
     HEAD_GROUP, columns_at_most, flag_barriers, heaviest_first, host_descriptor, key_tiles,
-    load_rows, load_slot, query_tile, release_slot, ring_barriers,
+    load_rows, load_slot, query_tile, release_slot, ring_barriers, vector_descriptor, vector_rows,
 )
 from . import flash_fwd_hopper
 
@@ -48,13 +50,13 @@ BLOCK_N = 128  # keys per program: 64 per consumer
 
 
 @gluon.jit
-def _loader(k_desc, v_desc, q_desc, do_desc, lse_base, delta_base, dk_base, dv_base, k_smem,
-            v_smem, q_smem, do_smem, kv_bars, q_full, q_empty, do_full, do_empty, heads, b, hk,
-            h0, stride_lh, stride_dks, stride_dvs, start_n, seqlen_q, seqlen_k, lo, qk_scale,
-            softmax_scale):
+def _loader(k_desc, v_desc, q_desc, do_desc, lse_desc, delta_desc, dk_base, dv_base, k_smem,
+            v_smem, q_smem, do_smem, lse_smem, delta_smem, kv_bars, q_full, q_empty, do_full,
+            do_empty, heads, b, hk, h0, stride_dks, stride_dvs, start_n, seqlen_q, seqlen_k, lo,
+            qk_scale, softmax_scale):
     """The load partition: each consumer's half of K and V (batch entry ``b``, KV head
     ``hk``), then for each query head of the program (``h0`` onwards), the Q and dO tiles from
-    row ``lo`` on, each slot once both consumers released it."""
+    row ``lo`` on with their rows' lse and delta, each slot once both consumers released it."""
     TILE_M: gl.constexpr = q_smem.shape[1]
     for wg in gl.static_range(2):
         mbarrier.expect(kv_bars.index(wg), 2 * k_desc.block_type.nbytes)
@@ -64,42 +66,43 @@ def _loader(k_desc, v_desc, q_desc, do_desc, lse_base, delta_base, dk_base, dv_b
     for g in range(heads):
         for m in range(lo, seqlen_q, TILE_M):
             load_slot(t, b, m, h0 + g, q_desc, do_desc, q_smem, do_smem, q_full, q_empty,
-                      do_full, do_empty)
+                      do_full, do_empty, lse_desc, delta_desc, lse_smem, delta_smem)
             t += 1
 
 
 @gluon.jit
-def _step(t, m, dk, dv, k, v, q_smem, do_smem, q_full, q_empty, do_full, do_empty, lse_h,
-          delta_h, n0, seqlen_q, diag, qk_scale, zero_s, s_layout: gl.constexpr,
-          op_layout: gl.constexpr, CAUSAL: gl.constexpr):
+def _step(t, m, dk, dv, k, v, q_smem, do_smem, lse_smem, delta_smem, q_full, q_empty, do_full,
+          do_empty, n0, diag, qk_scale, zero_s, s_layout: gl.constexpr, op_layout: gl.constexpr,
+          CAUSAL: gl.constexpr):
     """One query tile (rows ``m`` onwards) against this consumer's 64 keys, in the transposed
     orientation (scores (keys, queries)): returns the updated ``(dk, dv)`` accumulators. With
     CAUSAL (the tiles the diagonal cuts), key ``n`` counts for query row ``r`` where
-    ``n <= r + diag``."""
+    ``n <= r + diag``. Rows past the end arrive as zeros (Q, dO, lse, delta), so their
+    ``P^T`` is 1 against zero dO and ``dS^T`` 0: no mask."""
     STAGES: gl.constexpr = q_smem.shape[0]
     TILE_M: gl.constexpr = q_smem.shape[1]
     slot = t % STAGES
     phase = (t // STAGES) & 1
     q = q_smem.index(slot)
     do = do_smem.index(slot)
-    cols = m + gl.arange(0, TILE_M, layout=gl.SliceLayout(0, s_layout))
-    col_ok = cols < seqlen_q
-    delta = gl.load(delta_h + cols, mask=col_ok, other=0.0)
-    # The log-sum-exp in score units (lse log2(e) / qk_scale; past the last row infinite).
-    lse_s = gl.load(lse_h + cols, mask=col_ok, other=float("inf")) * (LOG2E_C / qk_scale)
+    col_layout: gl.constexpr = gl.SliceLayout(0, s_layout)
     mbarrier.wait(q_full.index(slot), phase)
+    # The log-sum-exp in score units (lse log2(e) / qk_scale).
+    lse_s = lse_smem.index(slot).load(col_layout) * (LOG2E_C / qk_scale)
     # S^T - lse and dP^T - delta each in one product: the accumulators start at -lse and
     # -delta, so neither vector stays live across the step (at 128-row tiles each held 32
     # registers a thread, which spilled).
     s_tok = warpgroup_mma(k, q.permute((1, 0)), zero_s - gl.expand_dims(lse_s, 0),
                           is_async=True)
     mbarrier.wait(do_full.index(slot), phase)
+    delta = delta_smem.index(slot).load(col_layout)
     dp_tok = warpgroup_mma(v, do.permute((1, 0)), zero_s - gl.expand_dims(delta, 0),
                            is_async=True)
     s_t = warpgroup_mma_wait(1, deps=(s_tok,))
     p_t = gl.exp2(s_t * qk_scale)
     if CAUSAL:
         keys = n0 + gl.arange(0, 64, layout=gl.SliceLayout(1, s_layout))
+        cols = m + gl.arange(0, TILE_M, layout=col_layout)
         p_t = gl.where(gl.expand_dims(keys, 1) <= gl.expand_dims(cols + diag, 0), p_t, 0.0)
     dtype: gl.constexpr = q_smem.dtype
     dv_tok = warpgroup_mma(gl.convert_layout(p_t.to(dtype), op_layout), do, dv, is_async=True)
@@ -113,10 +116,10 @@ def _step(t, m, dk, dv, k, v, q_smem, do_smem, q_full, q_empty, do_full, do_empt
 
 
 @gluon.jit
-def _consume(WG: gl.constexpr, k_desc, v_desc, q_desc, do_desc, lse_base, delta_base, dk_base,
-             dv_base, k_smem, v_smem, q_smem, do_smem, kv_bars, q_full, q_empty, do_full,
-             do_empty, heads, b, hk, h0, stride_lh,
-             stride_dks, stride_dvs, start_n, seqlen_q, seqlen_k, lo, qk_scale, softmax_scale):
+def _consume(WG: gl.constexpr, k_desc, v_desc, q_desc, do_desc, lse_desc, delta_desc, dk_base,
+             dv_base, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, kv_bars, q_full,
+             q_empty, do_full, do_empty, heads, b, hk, h0, stride_dks, stride_dvs, start_n,
+             seqlen_q, seqlen_k, lo, qk_scale, softmax_scale):
     """One consumer partition (4 warps): keys ``start_n + 64 WG`` onwards. (The compile-time
     sizes come from the buffers' shapes and CAUSAL from ``kv_bars``' length, 2 + 2 CAUSAL:
     warp_specialize passes its arguments as run-time values.)"""
@@ -133,7 +136,7 @@ def _consume(WG: gl.constexpr, k_desc, v_desc, q_desc, do_desc, lse_base, delta_
     diag = seqlen_k - seqlen_q
     # Query rows from the loader's ``lo``: [lo, mine) only the other consumer's keys see
     # (released unread), [mine, full_lo) cut by the diagonal, [full_lo, seqlen_q) see all 64
-    # keys (rows past the end have zero Q and dO and infinite lse: no mask needed).
+    # keys (rows past the end: no mask needed, ``_step``).
     mine = lo
     full_lo = lo
     if CAUSAL:
@@ -144,23 +147,21 @@ def _consume(WG: gl.constexpr, k_desc, v_desc, q_desc, do_desc, lse_base, delta_
     zero_s = gl.zeros([64, TILE_M], gl.float32, layout=s_layout)
     dk = gl.zeros([64, HEAD_DIM], gl.float32, layout=kv_layout)
     dv = gl.zeros([64, HEAD_DIM], gl.float32, layout=kv_layout)
-    consts = (k, v, q_smem, do_smem, q_full, q_empty, do_full, do_empty)
+    consts = (k, v, q_smem, do_smem, lse_smem, delta_smem, q_full, q_empty, do_full, do_empty)
     mbarrier.wait(kv_bars.index(WG), 0)
     t = 0
     for g in range(heads):
-        lse_h = lse_base + g * stride_lh
-        delta_h = delta_base + g * stride_lh
         for m in range(lo, mine, TILE_M):  # released unread
             release_slot(t, STAGES, q_full, q_empty, do_full, do_empty)
             t += 1
         if CAUSAL:  # the tiles cut by the diagonal, masked
             for m in range(mine, gl.minimum(full_lo, seqlen_q), TILE_M):
-                dk, dv = _step(t, m, dk, dv, *consts, lse_h, delta_h, n0, seqlen_q, diag,
-                               qk_scale, zero_s, s_layout, op_layout, True)
+                dk, dv = _step(t, m, dk, dv, *consts, n0, diag, qk_scale, zero_s, s_layout,
+                               op_layout, True)
                 t += 1
         for m in range(full_lo, seqlen_q, TILE_M):  # every key visible: no mask
-            dk, dv = _step(t, m, dk, dv, *consts, lse_h, delta_h, n0, seqlen_q, diag,
-                           qk_scale, zero_s, s_layout, op_layout, False)
+            dk, dv = _step(t, m, dk, dv, *consts, n0, diag, qk_scale, zero_s, s_layout,
+                           op_layout, False)
             t += 1
 
     rows = n0 + gl.arange(0, 64, layout=gl.SliceLayout(1, kv_layout))
@@ -174,25 +175,25 @@ def _consume(WG: gl.constexpr, k_desc, v_desc, q_desc, do_desc, lse_base, delta_
 
 
 @gluon.jit
-def _consumer0(k_desc, v_desc, q_desc, do_desc, lse_base, delta_base, dk_base, dv_base, k_smem,
-               v_smem, q_smem, do_smem, kv_bars, q_full, q_empty, do_full, do_empty, heads,
-               b, hk, h0, stride_lh, stride_dks, stride_dvs,
-               start_n, seqlen_q, seqlen_k, lo, qk_scale, softmax_scale):
-    _consume(0, k_desc, v_desc, q_desc, do_desc, lse_base, delta_base, dk_base, dv_base, k_smem,
-             v_smem, q_smem, do_smem, kv_bars, q_full, q_empty, do_full, do_empty, heads,
-             b, hk, h0, stride_lh, stride_dks, stride_dvs,
-             start_n, seqlen_q, seqlen_k, lo, qk_scale, softmax_scale)
+def _consumer0(k_desc, v_desc, q_desc, do_desc, lse_desc, delta_desc, dk_base, dv_base, k_smem,
+               v_smem, q_smem, do_smem, lse_smem, delta_smem, kv_bars, q_full, q_empty, do_full,
+               do_empty, heads, b, hk, h0, stride_dks, stride_dvs, start_n, seqlen_q, seqlen_k,
+               lo, qk_scale, softmax_scale):
+    _consume(0, k_desc, v_desc, q_desc, do_desc, lse_desc, delta_desc, dk_base, dv_base, k_smem,
+             v_smem, q_smem, do_smem, lse_smem, delta_smem, kv_bars, q_full, q_empty, do_full,
+             do_empty, heads, b, hk, h0, stride_dks, stride_dvs, start_n, seqlen_q, seqlen_k,
+             lo, qk_scale, softmax_scale)
 
 
 @gluon.jit
-def _consumer1(k_desc, v_desc, q_desc, do_desc, lse_base, delta_base, dk_base, dv_base, k_smem,
-               v_smem, q_smem, do_smem, kv_bars, q_full, q_empty, do_full, do_empty, heads,
-               b, hk, h0, stride_lh, stride_dks, stride_dvs,
-               start_n, seqlen_q, seqlen_k, lo, qk_scale, softmax_scale):
-    _consume(1, k_desc, v_desc, q_desc, do_desc, lse_base, delta_base, dk_base, dv_base, k_smem,
-             v_smem, q_smem, do_smem, kv_bars, q_full, q_empty, do_full, do_empty, heads,
-             b, hk, h0, stride_lh, stride_dks, stride_dvs,
-             start_n, seqlen_q, seqlen_k, lo, qk_scale, softmax_scale)
+def _consumer1(k_desc, v_desc, q_desc, do_desc, lse_desc, delta_desc, dk_base, dv_base, k_smem,
+               v_smem, q_smem, do_smem, lse_smem, delta_smem, kv_bars, q_full, q_empty, do_full,
+               do_empty, heads, b, hk, h0, stride_dks, stride_dvs, start_n, seqlen_q, seqlen_k,
+               lo, qk_scale, softmax_scale):
+    _consume(1, k_desc, v_desc, q_desc, do_desc, lse_desc, delta_desc, dk_base, dv_base, k_smem,
+             v_smem, q_smem, do_smem, lse_smem, delta_smem, kv_bars, q_full, q_empty, do_full,
+             do_empty, heads, b, hk, h0, stride_dks, stride_dvs, start_n, seqlen_q, seqlen_k,
+             lo, qk_scale, softmax_scale)
 
 
 @gluon.jit
@@ -201,14 +202,14 @@ def _dkdv_ws_kernel(
     stride_dkb, stride_dks, stride_dkh,
     stride_dvb, stride_dvs, stride_dvh,
     stride_split_dk, stride_split_dv,
-    stride_lb, stride_lh,
     seqlen_q, seqlen_k, num_heads_k, group, splits,
     qk_scale, softmax_scale,
     CAUSAL: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, TILE_M: gl.constexpr,
     CONSUMER_REGS: gl.constexpr, GROUP_PROGRAMS: gl.constexpr, num_warps: gl.constexpr,
 ):
     """Grid (128-key tiles, B * Hk * splits). ``Q``, ``K``, ``V``, ``DO``: ``host_descriptor``s
-    of the (B, S, H, D) tensors, boxes of ``TILE_M`` query rows and 64 keys. Causal grids with
+    of the (B, S, H, D) tensors, boxes of ``TILE_M`` query rows and 64 keys; ``LSE``, ``DELTA``:
+    ``vector_descriptor``s of the (B, Hq, Sq) fp32 vectors, boxes of ``TILE_M``. Causal grids with
     ``GROUP_PROGRAMS`` > 0 run in ``heaviest_first``'s groups of ``max(GROUP_PROGRAMS // key
     tiles, HEAD_GROUP)`` columns, each group's first (heaviest) key tiles first; otherwise in the
     grid's order, each column's first key tile first."""
@@ -230,8 +231,6 @@ def _dkdv_ws_kernel(
     hk = bh % num_heads_k
     heads = group // splits
     h0 = hk * group + split * heads
-    lse_base = LSE + b64 * stride_lb + h0 * stride_lh
-    delta_base = DELTA + b64 * stride_lb + h0 * stride_lh
     dk_base = DK + split * stride_split_dk + b64 * stride_dkb + hk * stride_dkh
     dv_base = DV + split * stride_split_dv + b64 * stride_dvb + hk * stride_dvh
     lo = 0
@@ -243,16 +242,19 @@ def _dkdv_ws_kernel(
     v_smem = gl.allocate_shared_memory(dtype, [2, 64, HEAD_DIM], tile_shared)
     q_smem = gl.allocate_shared_memory(dtype, [STAGES, TILE_M, HEAD_DIM], q_shared)
     do_smem = gl.allocate_shared_memory(dtype, [STAGES, TILE_M, HEAD_DIM], q_shared)
+    vec_shared: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32,
+                                                    rank=1)
+    lse_smem = gl.allocate_shared_memory(gl.float32, [STAGES, TILE_M], vec_shared)
+    delta_smem = gl.allocate_shared_memory(gl.float32, [STAGES, TILE_M], vec_shared)
     # The partitions read CAUSAL from kv_bars' length (2 + 2 CAUSAL): warp_specialize passes
     # its arguments as run-time values.
     N_KV_BARS: gl.constexpr = 4 if CAUSAL else 2
     kv_bars = flag_barriers(N_KV_BARS)
     q_full, q_empty, do_full, do_empty = ring_barriers(STAGES)
 
-    args = (K, V, Q, DO, lse_base, delta_base, dk_base, dv_base, k_smem,
-            v_smem, q_smem, do_smem, kv_bars, q_full, q_empty, do_full, do_empty, heads,
-            b, hk, h0, stride_lh, stride_dks, stride_dvs,
-            start_n, seqlen_q, seqlen_k, lo, qk_scale, softmax_scale)
+    args = (K, V, Q, DO, LSE, DELTA, dk_base, dv_base, k_smem, v_smem, q_smem, do_smem,
+            lse_smem, delta_smem, kv_bars, q_full, q_empty, do_full, do_empty, heads, b, hk, h0,
+            stride_dks, stride_dvs, start_n, seqlen_q, seqlen_k, lo, qk_scale, softmax_scale)
     gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_loader, args)], [4, 1],
                        [CONSUMER_REGS, 24])
 
@@ -288,7 +290,10 @@ def faster_routes(triton_version: str) -> dict[tuple[int, bool, bool], int]:
     and +0.3%), and with GQA from 8192 (session 67, two H200s of one host, timed in the forward
     + backward a training step runs, ``gpu/route_check.py --whole-step``: at S 4096 GQA 8:1 the
     Triton dK/dV led by 1.4-2.0% in four samples, back to back and with ``do_bench``; MHA level,
-    -1.0% to +0.4%; other GQA ratios not measured). Fewer causal query rows keep the Triton dK/dV
+    -1.0% to +0.4%; other GQA ratios not measured), and again with GQA from 2048 since this
+    kernel reads ``lse`` and ``delta`` through descriptors too (v96a, session 96, one H200,
+    ``--whole-step``: GQA 8:1 +2.1% at 2048, +7.4% at 4096; MHA -0.5% at 2048, +4.3% at 4096).
+    Fewer causal query rows keep the Triton dK/dV
     (below ``TMA_MIN_SEQLEN`` keys they load through pointers, which this kernel does not
     cover).
     Causal 64 with GQA returned other bits on some repeated calls until the loader waited for
@@ -299,9 +304,8 @@ def faster_routes(triton_version: str) -> dict[tuple[int, bool, bool], int]:
     routes = {(d, causal, grouped): 0 for d, causal in ((128, False), (128, True), (64, False))
               for grouped in (False, True)}
     if release_below(triton_version, (3, 9)):
-        routes[64, True, False], routes[64, True, True] = 4096, 8192
-    else:
-        routes[64, True, True] = 2048
+        routes[64, True, False] = 4096
+    routes[64, True, True] = 2048
     return routes
 
 
@@ -356,11 +360,11 @@ def dkdv_hopper(q, k, v, dout, lse, delta, dk_out, dv_out, *, softmax_scale, cau
     grid = (ceil_div(sk, BLOCK_N), batch * hk * splits)
     launch_compiled(_dkdv_ws_kernel, grid, (
         host_descriptor(q, tile_m), host_descriptor(k, 64), host_descriptor(v, 64),
-        host_descriptor(dout, tile_m), lse, delta, dk_out, dv_out,
+        host_descriptor(dout, tile_m), vector_descriptor(vector_rows(lse), tile_m),
+        vector_descriptor(vector_rows(delta), tile_m), dk_out, dv_out,
         dk_out.stride(1), dk_out.stride(2), dk_out.stride(3),
         dv_out.stride(1), dv_out.stride(2), dv_out.stride(3),
         dk_out.stride(0), dv_out.stride(0),
-        lse.stride(0), lse.stride(1),
         sq, sk, hk, hq // hk, splits,
         float(softmax_scale * LOG2E), float(softmax_scale),
     ), dict(CAUSAL=bool(causal), HEAD_DIM=head_dim, STAGES=stages, TILE_M=tile_m,

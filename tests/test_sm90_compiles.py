@@ -36,15 +36,15 @@ pytestmark = pytest.mark.skipif(INTERPRET, reason="the kernels' GPU code is not 
                                                   "TRITON_INTERPRET=1")
 
 
-def _descriptor_rows(module, kernel_name: str, launch) -> dict[str, int]:
-    """The box rows of each host TMA descriptor that ``launch`` (a call of ``module``'s launcher
-    on CPU tensors) passes to ``module.<kernel_name>``, stood in: what the compiled kernel's
+def _descriptors(module, kernel_name: str, launch) -> dict[str, TensorDescriptor]:
+    """Each host TMA descriptor that ``launch`` (a call of ``module``'s launcher on CPU tensors)
+    passes to ``module.<kernel_name>``, stood in, by argument name: what the compiled kernel's
     descriptor arguments must be."""
     stand_in = KernelStandIn(getattr(module, kernel_name).arg_names)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(module, kernel_name, stand_in)
         launch()
-    return {name: arg.block_shape[1] for name, arg in zip(stand_in.arg_names, stand_in.args)
+    return {name: arg for name, arg in zip(stand_in.arg_names, stand_in.args)
             if isinstance(arg, TensorDescriptor)}
 
 
@@ -52,17 +52,17 @@ def _tensors(head_dim: int, *shapes) -> list[torch.Tensor]:
     return [torch.zeros(*shape, head_dim, dtype=torch.bfloat16) for shape in shapes]
 
 
-def _forward_rows(head_dim: int) -> dict[str, int]:
-    """``_descriptor_rows`` of the Gluon forward at its table's config for ``head_dim``."""
+def _forward_descriptors(head_dim: int) -> dict[str, TensorDescriptor]:
+    """``_descriptors`` of the Gluon forward at its table's config for ``head_dim``."""
     q, k = _tensors(head_dim, (1, 256, 4), (1, 256, 2))
-    return _descriptor_rows(flash_fwd_hopper, "_fwd_ws_kernel", lambda: (
+    return _descriptors(flash_fwd_hopper, "_fwd_ws_kernel", lambda: (
         flash_fwd_hopper.flash_attn_fwd_hopper(
             q, k, k, softmax_scale=1.0, causal=False, stabilize=True, beta=2.0, tie_window=0.0,
             min_gap=0.0, max_gap=1.0, persistent=False)))
 
 
-def _backward_rows(kernel_name: str, head_dim: int) -> dict[str, int]:
-    """``_descriptor_rows`` of the Gluon dQ or dK/dV kernel at its table's config."""
+def _backward_descriptors(kernel_name: str, head_dim: int) -> dict[str, TensorDescriptor]:
+    """``_descriptors`` of the Gluon dQ or dK/dV kernel at its table's config."""
     q, k = _tensors(head_dim, (1, 256, 4), (1, 256, 2))
     lse = torch.zeros(1, 4, 256)
     launches = {
@@ -71,7 +71,7 @@ def _backward_rows(kernel_name: str, head_dim: int) -> dict[str, int]:
         "_dkdv_ws_kernel": lambda: flash_bwd_hopper.dkdv_hopper(
             q, k, k, q, lse, lse, k[None], k[None], softmax_scale=1.0, causal=False),
     }
-    return _descriptor_rows(flash_bwd_hopper, kernel_name, launches[kernel_name])
+    return _descriptors(flash_bwd_hopper, kernel_name, launches[kernel_name])
 
 
 def _config_id(config) -> str:
@@ -160,7 +160,7 @@ def test_the_gluon_forward_compiles(head_dim, stabilize, causal, persistent):
     compiled = compile_for(flash_fwd_hopper._fwd_ws_kernel, dict(
         CAUSAL=causal, STABILIZE=stabilize, HEAD_DIM=head_dim, BLOCK_N=block_n, STAGES=stages,
         CONSUMER_REGS=regs, CONSUMERS=consumers, PINGPONG=pingpong, PERSISTENT=persistent,
-        num_warps=4), descriptors=_forward_rows(head_dim))
+        num_warps=4), descriptors=_forward_descriptors(head_dim))
     assert compiled.metadata.num_warps == 4 * (consumers + 1)  # the consumers and the loader's
     # Persistent causal launches take their tiles from a counter (``_next_unit``), only they.
     assert ("atom.global.add.u32" in compiled.asm["ptx"]) == (persistent and causal)
@@ -175,7 +175,7 @@ def test_the_gluon_forward_compiles_without_ping_pong_for_stacked_heads(persiste
     compiled = compile_for(flash_fwd_hopper._fwd_ws_kernel, dict(
         CAUSAL=True, STABILIZE=True, HEAD_DIM=64, BLOCK_N=block_n, STAGES=stages,
         CONSUMER_REGS=regs, CONSUMERS=consumers, PINGPONG=False, PERSISTENT=persistent,
-        num_warps=4), descriptors=_forward_rows(64))
+        num_warps=4), descriptors=_forward_descriptors(64))
     assert compiled.metadata.num_warps == 4 * (consumers + 1)
 
 
@@ -190,7 +190,7 @@ def test_the_gluon_dkdv_compiles(head_dim, causal, grouped, split):
     compiled = compile_for(flash_bwd_hopper._dkdv_ws_kernel, dict(
         CAUSAL=causal, HEAD_DIM=head_dim, STAGES=stages, TILE_M=tile_m, CONSUMER_REGS=regs,
         GROUP_PROGRAMS=grouped, num_warps=4), pointers=partials,
-        descriptors=_backward_rows("_dkdv_ws_kernel", head_dim))
+        descriptors=_backward_descriptors("_dkdv_ws_kernel", head_dim))
     assert compiled.metadata.num_warps == 12
 
 
@@ -200,5 +200,5 @@ def test_the_gluon_dq_compiles(head_dim, causal):
     block_n, stages, regs = flash_bwd_hopper.DQ_CONFIGS[head_dim]
     compiled = compile_for(flash_bwd_hopper._dq_ws_kernel, dict(
         CAUSAL=causal, HEAD_DIM=head_dim, BLOCK_N=block_n, STAGES=stages, CONSUMER_REGS=regs,
-        num_warps=4), descriptors=_backward_rows("_dq_ws_kernel", head_dim))
+        num_warps=4), descriptors=_backward_descriptors("_dq_ws_kernel", head_dim))
     assert compiled.metadata.num_warps == 12

@@ -32,6 +32,9 @@ CASES = [  # batch, Sq, Sk, Hq, Hk, D, dtype, causal, (B, H, S, D) layout, no gr
     # Without a mask TMA starts at TMA_MIN_SEQLEN_UNMASKED (1024) rows.
     (2, 1100, 1300, 4, 2, 128, torch.bfloat16, False, False, False),
     (1, 1024, 1024, 8, 1, 64, torch.float16, False, True, True),
+    # Query rows not a multiple of 4: lse and delta copied into padded rows for their TMA.
+    (1, 2051, 2051, 4, 4, 128, torch.bfloat16, True, False, False),
+    (2, 1027, 1100, 4, 2, 64, torch.float16, False, False, False),
 ]
 
 
@@ -90,9 +93,9 @@ def test_covered_calls_take_the_gluon_dkdv_and_meet_the_float64_rule(case, monke
 @pytest.mark.parametrize("case", CASES, ids=_case_id)
 def test_the_triton_dkdv_on_the_same_calls_meets_the_float64_rule(case, monkeypatch):
     """The Triton dK/dV (``FASTER`` emptied) on the same calls: TMA loads and, under Triton
-    before 3.9, ``lse`` and ``delta`` through descriptors (``flash_bwd.vector_tma_ok``: each
-    case has S % 4 == 0), whose copies past the last query row read zeros that the masked
-    tiles replace; most cases end inside a query tile."""
+    before 3.9, ``lse`` and ``delta`` through descriptors where S % 4 == 0
+    (``flash_bwd.vector_tma_ok``), whose copies past the last query row read zeros that the
+    masked tiles replace, through pointers otherwise; most cases end inside a query tile."""
     *shape, dtype, causal, heads_outer, _ = case
     q, k, v, dout = _inputs(*shape, dtype, heads_outer, seed=sum(shape) + 1)
     kw = launch_kwargs(q.shape[1], k.shape[1], q.shape[-1], causal=causal)
@@ -106,7 +109,8 @@ def test_the_triton_dkdv_on_the_same_calls_meets_the_float64_rule(case, monkeypa
         clear_plans()
     assert LAUNCHES["dkdv"].last not in (None, flash_bwd_hopper.tile_record(q.shape[-1]))
     assert LAUNCHES["dkdv"].last[4]  # TMA
-    assert flash_bwd.vector_tma_ok(lse, False, True) == flash_bwd._VECTOR_TMA
+    assert flash_bwd.vector_tma_ok(lse, False, True) == (flash_bwd._VECTOR_TMA
+                                                         and q.shape[1] % 4 == 0)
     exact, plain = _exact_and_plain(q, k, v, dout, kw)
     for name, got, p, e in zip(("dq", "dk", "dv"), grads, plain, exact):
         check_flash_rule(name, got, p, e, 3.0)

@@ -14,7 +14,7 @@ import re
 
 from benchmarks.compile_targets import compile_for, cuobjdump
 from hf_stable_attn.kernels import flash_fwd_hopper
-from test_sm90_compiles import _forward_rows
+from test_sm90_compiles import _forward_descriptors
 
 
 def instructions(sass: str) -> list[tuple[int, str]]:
@@ -34,7 +34,7 @@ def forward_sass(head_dim: int, causal: bool, stabilize: bool,
     compiled = compile_for(flash_fwd_hopper._fwd_ws_kernel, dict(
         CAUSAL=causal, STABILIZE=stabilize, HEAD_DIM=head_dim, BLOCK_N=block_n, STAGES=stages,
         CONSUMER_REGS=regs, CONSUMERS=consumers, PINGPONG=pingpong, PERSISTENT=persistent,
-        num_warps=4), descriptors=_forward_rows(head_dim))
+        num_warps=4), descriptors=_forward_descriptors(head_dim))
     return instructions(cuobjdump(compiled, "-sass"))
 
 

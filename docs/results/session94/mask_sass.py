@@ -18,7 +18,7 @@ from fwd_loop_sass import forward_sass, instructions, opcode, tile_loops  # noqa
 
 from benchmarks.compile_targets import compile_for, cuobjdump  # noqa: E402
 from hf_stable_attn.kernels import flash_bwd_hopper, flash_fwd_hopper  # noqa: E402
-from test_sm90_compiles import _backward_rows  # noqa: E402
+from test_sm90_compiles import _backward_descriptors  # noqa: E402
 
 
 def counts(code) -> str:
@@ -31,11 +31,11 @@ def backward_builds():
     for d, (stages, regs, tile_m) in sorted(flash_bwd_hopper.HOPPER_CONFIGS.items()):
         yield f"dkdv D{d} causal", compile_for(flash_bwd_hopper._dkdv_ws_kernel, dict(
             CAUSAL=True, HEAD_DIM=d, STAGES=stages, TILE_M=tile_m, CONSUMER_REGS=regs,
-            GROUP_PROGRAMS=0, num_warps=4), descriptors=_backward_rows("_dkdv_ws_kernel", d))
+            GROUP_PROGRAMS=0, num_warps=4), descriptors=_backward_descriptors("_dkdv_ws_kernel", d))
     for d, (block_n, stages, regs) in sorted(flash_bwd_hopper.DQ_CONFIGS.items()):
         yield f"dq D{d} causal", compile_for(flash_bwd_hopper._dq_ws_kernel, dict(
             CAUSAL=True, HEAD_DIM=d, BLOCK_N=block_n, STAGES=stages, CONSUMER_REGS=regs,
-            num_warps=4), descriptors=_backward_rows("_dq_ws_kernel", d))
+            num_warps=4), descriptors=_backward_descriptors("_dq_ws_kernel", d))
 
 
 def main() -> None:

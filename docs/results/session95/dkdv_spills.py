@@ -17,7 +17,7 @@ from mask_sass import counts  # noqa: E402
 
 from benchmarks.compile_targets import compile_for, cuobjdump  # noqa: E402
 from hf_stable_attn.kernels import flash_bwd_hopper  # noqa: E402
-from test_sm90_compiles import _backward_rows  # noqa: E402
+from test_sm90_compiles import _backward_descriptors  # noqa: E402
 
 
 def main() -> None:
@@ -27,7 +27,7 @@ def main() -> None:
                 compiled = compile_for(flash_bwd_hopper._dkdv_ws_kernel, dict(
                     CAUSAL=causal, HEAD_DIM=d, STAGES=stages, TILE_M=tile_m,
                     CONSUMER_REGS=regs, GROUP_PROGRAMS=group, num_warps=4),
-                    descriptors=_backward_rows("_dkdv_ws_kernel", d))
+                    descriptors=_backward_descriptors("_dkdv_ws_kernel", d))
                 code = instructions(cuobjdump(compiled, "-sass"))
                 print(f"dkdv D{d} causal={causal} GROUP_PROGRAMS={group}: {counts(code)}",
                       flush=True)
