@@ -268,6 +268,12 @@ def row_descriptor(x: torch.Tensor, rows: int, block_d: int) -> TensorDescriptor
     return TensorDescriptor(x, list(x.shape), list(x.stride()), [1, rows, 1, block_d])
 
 
+def vector_readable(x: torch.Tensor) -> bool:
+    """Whether TMA can read a per-row vector ``x`` (B, H, S) of fp32 in place: contiguous, S %
+    4 == 0 (every stride but the last a multiple of 16 bytes) and a 16-byte aligned base."""
+    return x.is_contiguous() and x.shape[-1] % 4 == 0 and x.data_ptr() % 16 == 0
+
+
 def vector_descriptor(x: torch.Tensor, rows: int) -> TensorDescriptor:
     """The ``HOST_DESCRIPTORS`` argument for a per-row fp32 vector ``x`` (B, H, S) such as lse
     (contiguous, S % 4 == 0 and 16-byte aligned, so every stride but the last is a multiple of

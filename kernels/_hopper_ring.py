@@ -23,7 +23,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from ._common import MIN_HEAD_GROUP
+from ._common import MIN_HEAD_GROUP, vector_readable
 
 # The TMA load into shared memory: ``async_load`` from triton 3.9 on (where the old name raises),
 # ``async_copy_global_to_shared`` before; both take (descriptor, coordinates, barrier, buffer).
@@ -164,15 +164,16 @@ VECTOR_LAYOUT = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, 
 def vector_descriptor(x: torch.Tensor, rows: int) -> TensorDescriptor:
     """The TMA descriptor of a per-row fp32 vector ``x`` (B, H, S) such as lse, whose box is
     ``rows`` values of one head (values past S read as zeros). Needs every stride but the last
-    a multiple of 4 and ``x`` 16-byte aligned (``vector_rows``)."""
+    a multiple of 4 and ``x`` 16-byte aligned (``vector_rows``); the Gluon twin of
+    ``_common.vector_descriptor``, whose descriptors carry no shared layout."""
     return TensorDescriptor(x, list(x.shape), list(x.stride()), [1, 1, rows], VECTOR_LAYOUT)
 
 
 def vector_rows(x: torch.Tensor) -> torch.Tensor:
     """``x`` (B, H, S) fp32 as ``vector_descriptor`` can read it: ``x`` itself where it is
-    contiguous, S % 4 == 0 and 16-byte aligned; otherwise a copy in a (B, H, S rounded up to a
-    multiple of 4) buffer, viewed (B, H, S)."""
-    if x.is_contiguous() and x.shape[-1] % 4 == 0 and x.data_ptr() % 16 == 0:
+    ``_common.vector_readable``; otherwise a copy in a (B, H, S rounded up to a multiple of 4)
+    buffer, viewed (B, H, S)."""
+    if vector_readable(x):
         return x
     padded = x.new_empty(*x.shape[:-1], -(-x.shape[-1] // 4) * 4)[..., :x.shape[-1]]
     return padded.copy_(x)

@@ -29,7 +29,7 @@ from ._common import (
     check_grid, dot, keep_mask, head_sources, key_mask_args, key_tiles, last_dim_contiguous,
     load_rows, lse_layout, on_device_of, release_below, rounded, runs_range, runtime_ints_jit,
     scheduled_tile, scores, seq_bucket, seq_layout, seeded_jit, sequence_bounds, sm_count,
-    tma_mode, tma_ready, visible,
+    tma_mode, tma_ready, vector_readable, visible,
 )
 
 try:
@@ -593,10 +593,9 @@ def flash_attn_bwd(dout, q, k, v, out, lse, *, cu_seqlens_q, cu_seqlens_k, max_s
 
 def vector_tma_ok(lse: torch.Tensor, varlen: bool, tma_ok: bool) -> bool:
     """Whether the dK/dV's TMA configs read ``lse`` (B, H, S) and ``delta`` (its layout) through
-    ``vector_descriptor``s: under ``_VECTOR_TMA``, dense, TMA-ready, S % 4 == 0 and ``lse``
-    16-byte aligned (``delta`` is a fresh ``empty_like``)."""
-    return (_VECTOR_TMA and tma_ok and not varlen and lse.shape[-1] % 4 == 0
-            and lse.data_ptr() % 16 == 0)
+    ``vector_descriptor``s: under ``_VECTOR_TMA``, dense, TMA-ready and ``vector_readable``
+    (``delta`` is a fresh ``empty_like``)."""
+    return _VECTOR_TMA and tma_ok and not varlen and vector_readable(lse)
 
 
 def _dkdv_outputs(k, v, splits: int) -> tuple:
