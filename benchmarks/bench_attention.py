@@ -265,15 +265,35 @@ def with_tiles(prepared: Callable[[], Entry]) -> Entry:
     """``prepared()`` with the tile config each of our kernels launched with in it added to the
     record as ``tile_fwd``, ``tile_dq``, ``tile_dkdv`` (BLOCK_M, BLOCK_N, warps, stages, TMA),
     so a shape's swing between runs can be traced to the tuner's picks; kernels the call did not
-    launch (all of them on the reference backend's CPU runs) are left out."""
+    launch (all of them on the reference backend's CPU runs) are left out. Where the call chose
+    a config for a launch key new to this process, ``tuner_<part>`` says how, one item a key
+    (``tuner_record``)."""
     from hf_stable_attn.kernels import LAUNCHES
 
-    for launch in LAUNCHES.values():
+    known = {}
+    for part, launch in LAUNCHES.items():
         launch.last = None
+        known[part] = set(launch.chosen)
     entry = prepared()
-    entry.record.update({f"tile_{part}": list(launch.last) for part, launch in LAUNCHES.items()
-                         if launch.last is not None})
+    for part, launch in LAUNCHES.items():
+        if launch.last is None:
+            continue
+        entry.record[f"tile_{part}"] = list(launch.last)
+        new_keys = [key for key in launch.chosen if key not in known[part]]
+        if new_keys:
+            entry.record[f"tuner_{part}"] = [tuner_record(launch, key) for key in new_keys]
     return entry
+
+
+def tuner_record(launch, key) -> list | str:
+    """How ``launch`` (a ``TiledLaunch``) chose its config for ``key``: where it timed the
+    candidates in this process, their medians ``[[config, ms], ...]``, fastest first; else
+    "disk cache" (a pick an earlier process saved; the key leaves out the batch, so it may have
+    been timed at another batch size) or "one candidate"."""
+    if launch.picked_by.get(key) != "timed":
+        return launch.picked_by.get(key, "unknown")
+    return [[list(config), round(ms, 4)]
+            for config, ms in sorted(launch.timings[key].items(), key=lambda item: item[1])]
 
 
 def prepare_impl(name: str, shape: Shape, modes, inputs, ref, device) -> list[Entry]:

@@ -1,8 +1,9 @@
 """How far from the best config is the launchers' pick? (GPU only.)
 
-For each S 4096 target shape of issue 4 (bf16; D 64/128; causal or not; MHA or GQA 8:1) and each
-of our kernels (``fwd`` with the fix, ``fwd_nofix`` without, ``dq`` and ``dkdv``, the last two
-timed as a whole backward), this
+For each of issue 4's target shapes at one sequence length (bf16; D 64/128; causal or not; MHA
+or GQA 8:1; ``--seqlen``, default 4096; ``--shapes`` picks some, ``--batches`` sets the batch
+sizes, default 16k tokens a batch) and each of our kernels (``fwd`` with the fix, ``fwd_nofix``
+without, ``dq`` and ``dkdv``, the last two timed as a whole backward; ``--parts`` picks some), this
 
 1. asks the package's launchers for their picks, in fresh processes with the on-disk cache of
    picks off (so each process times the configs itself), ``--variants`` saying how many processes
@@ -21,7 +22,8 @@ variant, pick with its cost against that best, and the tuner's own timings of th
 so the child processes load binaries.
 
 Run: ``PYTHONPATH=$PWD python gpu/autotune_picks.py --variants cold:2 heat:2 --rounds 5``
-(output under $OUT).
+(output under $OUT); e.g. ``--seqlen 2048 --batches 4 8 --shapes 64:true:1 --parts fwd`` for
+D64 causal MHA at S 2048, the forward with the fix, at 8k and 16k tokens.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ from hf_stable_attn.shift_rule import shift_params
 from hf_stable_attn.testing import fix_kwargs, launch_kwargs
 
 variant, heat_s, long_ms = sys.argv[2], float(sys.argv[3]), json.loads(sys.argv[4])
+parts = json.loads(sys.argv[5])
 if variant == "long":
     _tuning.WARMUP_MS, _tuning.REP_MS = long_ms
 if variant == "heat":
@@ -74,16 +77,13 @@ for fields in json.loads(sys.argv[1]):
     row = {}
 
     def record(names, run):
-        before = {name: set(launches[name].chosen) for name in names}
+        for name in names:  # shapes that share a launch key (batch sizes) tune each afresh
+            launches[name].chosen.clear()
         result = run()
         torch.cuda.synchronize()
         for name in names:
             launch = launches[name]
-            new = set(launch.chosen) - before[name]
-            if not new:  # same launch key as the previous shape (before v16a no group in fwd's)
-                row[name], row[name + "_ms"] = picks[-1][name], picks[-1][name + "_ms"]
-                continue
-            key = new.pop()
+            key = next(iter(launch.chosen))
             row[name] = list(launch.chosen[key])
             row[name + "_ms"] = {str(list(c)): round(t, 4)
                                  for c, t in launch.timings.get(key, {}).items()}
@@ -91,25 +91,33 @@ for fields in json.loads(sys.argv[1]):
 
     for name, stabilize in (("fwd_nofix", False), ("fwd", True)):
         fix = fix_kwargs(shift_params(q.dtype, stabilize=stabilize, beta=4.0))
-        out, lse = record([name], lambda: flash_fwd.flash_attn_fwd(q, k, v, **kw, **fix))
-    record(["dq", "dkdv"], lambda: flash_bwd.flash_attn_bwd(dout, q, k, v, out, lse, **kw))
+        if name in parts or name == "fwd":  # the backward needs the forward's output
+            out, lse = record([name], lambda: flash_fwd.flash_attn_fwd(q, k, v, **kw, **fix))
+    if {"dq", "dkdv"} & set(parts):
+        record(["dq", "dkdv"], lambda: flash_bwd.flash_attn_bwd(dout, q, k, v, out, lse, **kw))
     picks.append(row)
 print(json.dumps(picks))
 """
 
 
-def target_shapes() -> list[Shape]:
-    """Issue 4's S 4096 shapes as the attention sweep builds them (16k tokens per batch)."""
+def target_shapes(seqlen: int, batches: list[int] | None, only: list[str] | None) -> list[Shape]:
+    """Issue 4's shapes at ``seqlen`` as the attention sweep builds them (16k tokens per batch,
+    or each of ``batches``), only those named in ``only`` ("D:causal:group", e.g. "64:true:1")
+    where given."""
     shapes = []
     for d, heads in ((128, 16), (64, 32)):
         for causal in (False, True):
             for group in (1, 8):
-                shapes.append(Shape("bf16", 4096, 4, heads, heads // group, d, causal))
+                if only and f"{d}:{str(causal).lower()}:{group}" not in only:
+                    continue
+                for batch in batches or [max(16384 // seqlen, 1)]:
+                    shapes.append(Shape("bf16", seqlen, batch, heads, heads // group, d, causal))
     return shapes
 
 
 def allowed(runner: Runner, part: str, shape: Shape) -> list[tuple]:
-    """The table configs a launch for ``shape`` may pick from (TMA ones included: S 4096)."""
+    """The table configs a launch for ``shape`` may pick from (TMA ones included: the inputs
+    are TMA-ready)."""
     return _tuning.candidates([tile_config(c) for c in runner.table(part, shape.head_dim)], True)
 
 
@@ -136,12 +144,19 @@ def main() -> None:
                     help="NAME:PROCESSES, NAME one of cold, heat, long")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--jobs", type=int, default=16)
+    ap.add_argument("--seqlen", type=int, default=4096)
+    ap.add_argument("--batches", nargs="+", type=int,
+                    help="batch sizes (default: 16k tokens a batch)")
+    ap.add_argument("--shapes", nargs="+", help='"D:causal:group" (e.g. 64:true:1), default all')
+    ap.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS)
     args = ap.parse_args()
     random.seed(0)
     start = time.perf_counter()
     runner = Runner("hf_stable_attn.kernels")
-    shapes = target_shapes()
-    work = [(part, c, s) for s in shapes for part in PARTS for c in allowed(runner, part, s)]
+    shapes = target_shapes(args.seqlen, args.batches, args.shapes)
+    if not shapes:
+        ap.error(f"--shapes {args.shapes} names none of the target shapes (D:causal:group)")
+    work = [(part, c, s) for s in shapes for part in args.parts for c in allowed(runner, part, s)]
     failed = precompile("hf_stable_attn.kernels", work, args.jobs)
     print(f"compiled in {time.perf_counter() - start:.0f} s, {len(failed)} failed", file=sys.stderr)
 
@@ -151,19 +166,20 @@ def main() -> None:
                 for name in [spec.split(":")[0]] * int(spec.split(":")[1])]
     if not set(variants) <= {"cold", "heat", "long"}:
         ap.error(f"--variants: names are cold, heat and long, got {args.variants}")
-    picks = [child_json(CHILD, fields, name, str(HEAT_S), json.dumps(LONG_MS), env=env)
-             for name in variants]
+    picks = [child_json(CHILD, fields, name, str(HEAT_S), json.dumps(LONG_MS),
+                        json.dumps(args.parts), env=env) for name in variants]
     print(f"picks done at {time.perf_counter() - start:.0f} s", file=sys.stderr)
 
     rows = []
     for i, shape in enumerate(shapes):
-        for part in PARTS:
+        for part in args.parts:
             configs = allowed(runner, part, shape)
             ms = interleaved_medians(runner, part, shape, configs, args.rounds)
             best = min(ms, key=ms.get)
             chosen = [p[i][part] if isinstance(p, list) else p for p in picks]
             keep_row(rows, dict(
-                shape=[shape.head_dim, shape.causal, shape.heads_q, shape.heads_kv], part=part,
+                shape=[shape.head_dim, shape.causal, shape.heads_q, shape.heads_kv],
+                seqlen=shape.seqlen, batch=shape.batch, part=part,
                 ms={str(list(c)): round(t, 4) for c, t in ms.items()}, best=list(best),
                 variants=variants, picks=chosen,
                 pick_cost=[round(ms[tuple(c)] / ms[best] - 1, 4) if isinstance(c, list) else None

@@ -546,17 +546,19 @@ class TiledLaunch:
     ``_ptxas.ptxas_for_compile``. ``last`` is the config of the latest call (None before
     the first), which benchmarks record beside their timings. ``variants`` (padded head dim ->
     kernel) names another compile of ``kernel``'s function that those head dims launch instead
-    (``runtime_ints_jit``). ``descriptors`` (argument name -> the tile meta-parameter that is
-    its box's rows) names the (B, S, H, D) tensors that a TMA config in the dense layout reads
-    through ``row_descriptor``s (``tma_mode``): ``launch`` makes them per config;
-    ``vector_descriptors`` the same for (B, H, S) fp32 vectors read through
-    ``vector_descriptor``s, where the flag ``VECTOR_TMA`` is set as well.
+    (``runtime_ints_jit``). ``picked_by`` says per launch key how ``tune`` chose: "timed" (this
+    process's medians in ``timings``), "disk cache" or "one candidate". ``descriptors``
+    (argument name -> the tile meta-parameter that is its box's rows) names the (B, S, H, D)
+    tensors that a TMA config in the dense layout reads through ``row_descriptor``s
+    (``tma_mode``): ``launch`` makes them per config; ``vector_descriptors`` the same for
+    (B, H, S) fp32 vectors read through ``vector_descriptor``s, where the flag ``VECTOR_TMA``
+    is set as well.
     """
 
     def __init__(self, kernel, table, variants=None, descriptors=None, vector_descriptors=None):
         self.kernel, self.table = kernel, table
         self.variants = variants or {}
-        self.chosen, self.compiled, self.timings = {}, {}, {}
+        self.chosen, self.compiled, self.timings, self.picked_by = {}, {}, {}, {}
         self.unfit = set()  # (config, padded head dim, device) that did not fit, autotuning off
         self.last = None
         params = getattr(kernel, "params", [])
@@ -620,13 +622,16 @@ class TiledLaunch:
         ``AUTOTUNE_CACHE`` is off; this process's timings stay in ``timings[key]``)."""
         configs = _tuning.candidates([tile_config(c) for c in self.table[block_d]], tma_ok)
         if len(configs) == 1:
+            self.picked_by[key] = "one candidate"
             return configs[0]
         device = torch.cuda.get_device_name(args[0].device)
         kernel = self.kernel_for(block_d)
         pick = _tuning.load_pick(kernel, key, configs, device) if AUTOTUNE_CACHE else None
+        self.picked_by[key] = "disk cache"
         if pick is None:
             self.timings[key] = _tuning.time_rounds(configs, lambda c: functools.partial(
                 self.launch, grid, key, args, flags, c, block_d=block_d))
+            self.picked_by[key] = "timed"
             pick = (_tuning.save_pick(kernel, key, configs, device, self.timings[key])
                     if AUTOTUNE_CACHE else min(self.timings[key], key=self.timings[key].get))
         return pick

@@ -163,6 +163,33 @@ def test_tables_list_the_tile_configs_our_kernels_ran_with():
     assert "Tile configs" not in "\n".join(make_tables.attention_section(untiled, "run.json"))
 
 
+def test_records_say_how_the_tuner_chose_each_new_launch_key(monkeypatch):
+    """``with_tiles`` adds ``tuner_<part>`` for the launch keys a call chose first: the tuner's
+    medians, fastest first, or where the pick came from; a key chosen before adds nothing."""
+    from hf_stable_attn.kernels import LAUNCHES
+
+    for launch in LAUNCHES.values():
+        for name in ("chosen", "timings", "picked_by"):
+            monkeypatch.setattr(launch, name, {})
+        monkeypatch.setattr(launch, "last", None)
+    fwd, dq, dkdv = LAUNCHES["fwd"], LAUNCHES["dq"], LAUNCHES["dkdv"]
+    a, b = (64, 64, 4, 2, True, 96), (128, 64, 8, 3, False, None)
+    dkdv.chosen["old"] = b
+
+    def prepared():
+        fwd.chosen["k"] = fwd.last = a
+        fwd.timings["k"], fwd.picked_by["k"] = {b: 2.0, a: 1.23456}, "timed"
+        dq.chosen["k"] = dq.last = b
+        dq.picked_by["k"] = "disk cache"
+        dkdv.last = b
+        return bench_attention.Entry({"impl": "stable_flash"})
+
+    fastest_first = [[list(a), 1.2346], [list(b), 2.0]]
+    assert bench_attention.with_tiles(prepared).record == {
+        "impl": "stable_flash", "tile_fwd": list(a), "tuner_fwd": [fastest_first],
+        "tile_dq": list(b), "tuner_dq": ["disk cache"], "tile_dkdv": list(b)}
+
+
 def test_target_summary_ratios():
     def rec(impl, tflops, seqlen=4096, head_dim=128):
         return {"impl": impl, "dtype": "bf16", "mode": "fwd_bwd", "seqlen": seqlen, "head_dim": head_dim,

@@ -72,6 +72,7 @@ def test_first_call_per_key_tunes_then_the_pick_is_launched_directly(monkeypatch
     launch(_grid, 64, ("key", 1), (X, 2), {"FLAG": True})
     assert len(timed) == 2 * _tuning.ROUNDS and launch.chosen[("key", 1)] == fast
     assert launch.timings[("key", 1)] == {slow: 2.0, fast: 1.0}
+    assert launch.picked_by[("key", 1)] == "timed"
     # one compiling launch per candidate, then the call itself with the pick (compiled already)
     assert [kw["BLOCK_M"] for _, _, kw in kernel.launches] == [128, 64]
     assert len(kernel.compiled.launches) == 1
@@ -94,10 +95,14 @@ def test_a_pick_saved_on_disk_is_launched_without_timing(monkeypatch, tmp_path):
     again = TiledLaunch(_Kernel(), TABLE)  # a later process
     again(_grid, 64, ("key",), (X,), {"FLAG": True})
     assert again.chosen[("key",)] == slow and not again.timings
+    assert again.picked_by[("key",)] == "disk cache"
     assert len(timed) == 2 * _tuning.ROUNDS
     other = TiledLaunch(_Kernel(), {64: [*TABLE[64], (32, 64, 4, 2)]})  # other candidates
     other(_grid, 64, ("key",), (X,), {"FLAG": True})
     assert len(timed) == 5 * _tuning.ROUNDS and other.chosen[("key",)] == slow
+    single = TiledLaunch(_Kernel(), {64: TABLE[64][:1]})
+    single(_grid, 64, ("key",), (X,), {"FLAG": True})
+    assert single.picked_by[("key",)] == "one candidate" and len(timed) == 5 * _tuning.ROUNDS
 
 
 def test_without_autotuning_the_tables_first_entry_is_launched(monkeypatch):
