@@ -234,29 +234,14 @@ def test_the_dq_kernel_follows_its_own_routes(sm90, monkeypatch):
     (2, 4095, True, False), (2, 4096, True, True), (1, 128, False, True), (1, 2047, True, False),
     (1, 2048, True, True), (1, 8192, True, True),
 ])
-def test_head_dim_64_takes_the_gluon_dkdv_causal_from_4096_rows_or_2048_with_gqa_under_triton_36(
-        sm90, monkeypatch, heads_kv, seqlen, causal, gluon):
+def test_head_dim_64_takes_the_gluon_dkdv_causal_from_4096_rows_or_2048_with_gqa(
+        sm90, heads_kv, seqlen, causal, gluon):
     """Measured faster not causal at any length (kernel_notes v20c), causal MHA from 4096 rows
-    under Triton 3.6 once the Triton dK/dV read lse and delta through descriptors (session 63),
-    GQA from 2048 once this kernel did too (v96a, session 96); its dQ stays Triton."""
-    monkeypatch.setattr(flash_bwd_hopper, "FASTER", flash_bwd_hopper.faster_routes("3.6.0"))
+    under Triton 3.6 once the Triton dK/dV read lse and delta through descriptors (session 63)
+    and under 3.9 once this kernel did too (v96a; session 97), GQA from 2048 (v96a, session
+    96); its dQ stays Triton."""
     call = {**BWD_COVERED, "causal": causal}
     assert _bwd_routes(_q(64, seqlen), heads_kv, **call) == (False, gluon)
-
-
-@pytest.mark.parametrize("version", ["3.9.0", "3.10.1"])
-def test_head_dim_64_causal_takes_the_gluon_dkdv_with_gqa_only_from_triton_39(
-        sm90, monkeypatch, version):
-    """Under Triton 3.9 (ptxas 13.4) the Triton dK/dV measured faster at D64 causal MHA
-    (sessions 32 and 62) and the Gluon one with GQA 8:1 from 2048 rows (session 62); the other
-    routes do not depend on the version."""
-    monkeypatch.setattr(flash_bwd_hopper, "FASTER", flash_bwd_hopper.faster_routes(version))
-    assert not _bwd_routes(_q(64, 8192), **BWD_COVERED)[1]
-    assert _bwd_routes(_q(64, 8192), 1, **BWD_COVERED)[1]
-    assert _bwd_routes(_q(64, 2048), 1, **BWD_COVERED)[1]
-    assert not _bwd_routes(_q(64, 2047), 1, **BWD_COVERED)[1]
-    assert _bwd_routes(_q(64, 8192), **{**BWD_COVERED, "causal": False})[1]
-    assert _bwd_routes(_q(128, 8192), **BWD_COVERED)[1]
 
 
 @pytest.mark.parametrize("change", [

@@ -180,7 +180,7 @@ def test_the_gluon_dkdv_routes_are_deterministic(case):
     would show here as a call that differs."""
     batch, s, hq, hk, d, causal = case
     if not flash_bwd_hopper.dkdv_faster(d, causal, hq > hk, s):
-        pytest.skip("not a route under this Triton (flash_bwd_hopper.faster_routes)")
+        pytest.skip("not a route (flash_bwd_hopper.FASTER)")
     _equal_bits_on_repeats(case, repeats=8)
 
 
