@@ -289,10 +289,10 @@ def faster_routes() -> dict[tuple[int, bool, bool], int]:
     ``do_bench``; MHA level, -1.0% to +0.4%; other GQA ratios not measured), and again with GQA
     from 2048 since this kernel reads ``lse`` and ``delta`` through descriptors too (v96a,
     session 96, one H200, ``--whole-step``: GQA 8:1 +2.1% at 2048, +7.4% at 4096; MHA -0.5% at
-    2048, +4.3% at 4096). Under Triton 3.9 (ptxas 13.4) the same since v96a (session 97, one
-    H200, ``--whole-step``, MHA: -1.2% at 2048, +2.4% at 4096, +3.7% at 8192; before v96a, which
+    2048, +4.3% at 4096). Under Triton 3.9 (ptxas 13.4) the same table since v96a (session 97,
+    one H200, ``--whole-step``, MHA: -1.2% at 2048, +2.4% at 4096, +3.7% at 8192; before v96a, which
     took the 145 ``LDL`` ptxas 13.4 put in this kernel's D64 causal build, the Triton dK/dV led
-    MHA there by 11%, 4% and 0.6%, session 62; GQA 8:1 trailed it by 3.4-4.2%). Fewer causal
+    MHA there by 11%, 4% and 0.6% and trailed with GQA 8:1 by 3.4-4.2%, session 62). Fewer causal
     query rows keep the Triton dK/dV (below ``TMA_MIN_SEQLEN`` keys they load through pointers,
     which this kernel does not cover).
     Causal 64 with GQA returned other bits on some repeated calls until the loader waited for
