@@ -290,8 +290,8 @@ def tuner_record(launch, key) -> list | str:
     candidates in this process, their medians ``[[config, ms], ...]``, fastest first; else
     "disk cache" (a pick an earlier process saved; the key leaves out the batch, so it may have
     been timed at another batch size) or "one candidate"."""
-    if launch.picked_by.get(key) != "timed":
-        return launch.picked_by.get(key, "unknown")
+    if launch.picked_by[key] != "timed":
+        return launch.picked_by[key]
     return [[list(config), round(ms, 4)]
             for config, ms in sorted(launch.timings[key].items(), key=lambda item: item[1])]
 

@@ -6,8 +6,9 @@
 #   TREE   a source tree to time instead of the repository (e.g. .variants/main78, carried),
 #          for same-time A/B pairs; its name tags the output.
 # A GPU:GROUP[:TREE] given again runs again in a fresh process, tagged -run2, -run3, ...
-# IMPLS (default: every peer), ROUNDS (default 5) and SEQLENS (default "2048 4096 8192 16384";
-# the budget cuts the last first) pass to benchmarks.bench_attention.
+# IMPLS (default: every peer), ROUNDS (default 5), SEQLENS (default "2048 4096 8192 16384";
+# the budget cuts the last first) and KV_GROUPS (default "1 8": MHA, then GQA 8:1 at each
+# length; "8" alone runs the GQA shapes a budget cut) pass to benchmarks.bench_attention.
 # The tree (or the repository) goes first on PYTHONPATH, before what the caller put there (e.g. a
 # carried Triton). Writes $OUT/gpuN-GROUP[-TREE][-runK]-attention.json, its log and gpu.txt.
 #   run(command="OUT=$OUT bash gpu/issue4_sweep.sh 0:d64-causal 1:d64-nomask",
@@ -29,8 +30,8 @@ sweep() {  # GPU GROUP TREE TAG
     cd "$repo/${tree:-.}" || return 2
     CUDA_VISIBLE_DEVICES=$gpu PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} \
         python3 -m benchmarks.bench_attention \
-        --dtypes bf16 --seqlens ${SEQLENS:-2048 4096 8192 16384} --causal $causal --kv-groups 1 8 \
-        --modes fwd_bwd --rounds "${ROUNDS:-5}" --sustain-s 1 --sustain-rounds 2 \
+        --dtypes bf16 --seqlens ${SEQLENS:-2048 4096 8192 16384} --causal $causal \
+        --kv-groups ${KV_GROUPS:-1 8} --modes fwd_bwd --rounds "${ROUNDS:-5}" --sustain-s 1 --sustain-rounds 2 \
         ${IMPLS:+--impls $IMPLS} \
         --time-budget-s "$BUDGET_S" --head-dims $d --out "$OUT/$name-attention.json" 2>&1 \
         | grep -v -E "leaked|nanobind|refleaks|skipped remainder" > "$OUT/$name.log"
