@@ -31,7 +31,8 @@ sweep() {  # GPU GROUP TREE TAG
     CUDA_VISIBLE_DEVICES=$gpu PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} \
         python3 -m benchmarks.bench_attention \
         --dtypes bf16 --seqlens ${SEQLENS:-2048 4096 8192 16384} --causal $causal \
-        --kv-groups ${KV_GROUPS:-1 8} --modes fwd_bwd --rounds "${ROUNDS:-5}" --sustain-s 1 --sustain-rounds 2 \
+        --kv-groups ${KV_GROUPS:-1 8} --modes fwd_bwd --rounds "${ROUNDS:-5}" \
+        --sustain-s 1 --sustain-rounds 2 \
         ${IMPLS:+--impls $IMPLS} \
         --time-budget-s "$BUDGET_S" --head-dims $d --out "$OUT/$name-attention.json" 2>&1 \
         | grep -v -E "leaked|nanobind|refleaks|skipped remainder" > "$OUT/$name.log"
