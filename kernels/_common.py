@@ -627,11 +627,10 @@ class TiledLaunch:
         device = torch.cuda.get_device_name(args[0].device)
         kernel = self.kernel_for(block_d)
         pick = _tuning.load_pick(kernel, key, configs, device) if AUTOTUNE_CACHE else None
-        self.picked_by[key] = "disk cache"
+        self.picked_by[key] = "timed" if pick is None else "disk cache"
         if pick is None:
             self.timings[key] = _tuning.time_rounds(configs, lambda c: functools.partial(
                 self.launch, grid, key, args, flags, c, block_d=block_d))
-            self.picked_by[key] = "timed"
             pick = (_tuning.save_pick(kernel, key, configs, device, self.timings[key])
                     if AUTOTUNE_CACHE else min(self.timings[key], key=self.timings[key].get))
         return pick

@@ -23,7 +23,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from ._common import MIN_HEAD_GROUP, vector_readable
+from ._common import MIN_HEAD_GROUP, ceil_div, vector_readable
 
 # The TMA load into shared memory: ``async_load`` from triton 3.9 on (where the old name raises),
 # ``async_copy_global_to_shared`` before; both take (descriptor, coordinates, barrier, buffer).
@@ -175,7 +175,7 @@ def vector_rows(x: torch.Tensor) -> torch.Tensor:
     buffer, viewed (B, H, S)."""
     if vector_readable(x):
         return x
-    padded = x.new_empty(*x.shape[:-1], -(-x.shape[-1] // 4) * 4)[..., :x.shape[-1]]
+    padded = x.new_empty(*x.shape[:-1], ceil_div(x.shape[-1], 4) * 4)[..., :x.shape[-1]]
     return padded.copy_(x)
 
 

@@ -21,8 +21,8 @@ barrier, so one's elementwise work runs during the other's matrix products.
 Covers: dense ``(B, S, H, D)`` bf16/fp16, head dim 64 or 128, causal (bottom-right aligned) or
 not, GQA (a program sums its share of the group's query heads, as the Triton kernel), where
 ``_common.tma_ready`` holds; ``routes`` takes the calls measured faster (dK/dV: 128, and 64
-without a causal mask, with one from 2048 query rows with GQA, and from 4096 with MHA under
-Triton 3.6 only; dQ: 128). Not: packed sequences, windows, softcap, dropout, padding masks.
+without a causal mask, with one from 2048 query rows with GQA and from 4096 with MHA; dQ:
+128). Not: packed sequences, windows, softcap, dropout, padding masks.
 Gluon does not run under the interpreter; the GPU suite tests these paths
 (``tests/gpu/test_hopper_backward.py``). HF_STABLE_ATTN_GLUON=0 turns them off.
 """
