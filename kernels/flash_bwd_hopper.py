@@ -273,41 +273,33 @@ HOPPER_CONFIGS = {64: (2, 240, 128), 128: (2, 240, 64)}
 GROUP_PROGRAMS = 128
 
 
-def faster_routes() -> dict[tuple[int, bool, bool], int]:
-    """Least query rows per (head dim, causal, grouped: more query heads than KV heads) from which
-    this kernel measured faster than the Triton dK/dV (the whole backward, S 4096 unless named):
-    128 both ways and 64 not causal from any length (v20c, H100: D64 +12% MHA, +9% GQA 8:1); 64
-    causal from 2048 rows under Triton 3.6 (session 32, H200, once the mask left the tiles below
-    the diagonal: +3% at 4096, +5% at 8192, -3% at 2048; session 59, two H200s, after the host
-    descriptors and ``launch_compiled``: at 2048 +1.6% and +1.1% with GQA 8:1, +1.2% and -0.5%
-    with MHA in two calls, at 4096 +2.9% and +6.7%). Under 3.6 from 4096 rows since the Triton
-    dK/dV reads ``lse`` and ``delta`` through descriptors (``flash_bwd.vector_tma_ok``; session
-    63, two H200s, D64 causal: at 2048 it leads by 3.5% with MHA and 7.8% with GQA 8:1, at 4096
-    it is level, -0.6% and +0.3%), and with GQA from 8192 (session 67, two H200s of one host,
-    timed in the forward + backward a training step runs, ``gpu/route_check.py --whole-step``:
-    at S 4096 GQA 8:1 the Triton dK/dV led by 1.4-2.0% in four samples, back to back and with
-    ``do_bench``; MHA level, -1.0% to +0.4%; other GQA ratios not measured), and again with GQA
-    from 2048 since this kernel reads ``lse`` and ``delta`` through descriptors too (v96a,
-    session 96, one H200, ``--whole-step``: GQA 8:1 +2.1% at 2048, +7.4% at 4096; MHA -0.5% at
-    2048, +4.3% at 4096). Under Triton 3.9 (ptxas 13.4) the same table since v96a (session 97,
-    one H200, ``--whole-step``, MHA: -1.2% at 2048, +2.4% at 4096, +3.7% at 8192; before v96a, which
-    took the 145 ``LDL`` ptxas 13.4 put in this kernel's D64 causal build, the Triton dK/dV led
-    MHA there by 11%, 4% and 0.6% and trailed with GQA 8:1 by 3.4-4.2%, session 62). Fewer causal
-    query rows keep the Triton dK/dV (below ``TMA_MIN_SEQLEN`` keys they load through pointers,
-    which this kernel does not cover).
-    Causal 64 with GQA returned other bits on some repeated calls until the loader waited for
-    the last head's copies before writing its descriptors (v30a, session 30:
-    gpu/dkdv_determinism.py, 0 of 390 calls against 7 of 390 before; since session 55 the
-    descriptors are the host's and nothing is rewritten); a new route must pass that script
-    first."""
-    routes = {(d, causal, grouped): 0 for d, causal in ((128, False), (128, True), (64, False))
-              for grouped in (False, True)}
-    routes[64, True, False] = 4096
-    routes[64, True, True] = 2048
-    return routes
-
-
-FASTER = faster_routes()
+# Least query rows per (head dim, causal, grouped: more query heads than KV heads) from which this
+# kernel measured faster than the Triton dK/dV (the whole backward, S 4096 unless named): 128 both
+# ways and 64 not causal from any length (v20c, H100: D64 +12% MHA, +9% GQA 8:1); 64 causal from
+# 2048 rows under Triton 3.6 (session 32, H200, once the mask left the tiles below the diagonal: +3%
+# at 4096, +5% at 8192, -3% at 2048; session 59, two H200s, after the host descriptors and
+# ``launch_compiled``: at 2048 +1.6% and +1.1% with GQA 8:1, +1.2% and -0.5% with MHA in two calls,
+# at 4096 +2.9% and +6.7%). Under 3.6 from 4096 rows since the Triton dK/dV reads ``lse`` and
+# ``delta`` through descriptors (``flash_bwd.vector_tma_ok``; session 63, two H200s, D64 causal: at
+# 2048 it leads by 3.5% with MHA and 7.8% with GQA 8:1, at 4096 it is level, -0.6% and +0.3%), and
+# with GQA from 8192 (session 67, two H200s of one host, timed in the forward + backward a training
+# step runs, ``gpu/route_check.py --whole-step``: at S 4096 GQA 8:1 the Triton dK/dV led by 1.4-2.0%
+# in four samples, back to back and with ``do_bench``; MHA level, -1.0% to +0.4%; other GQA ratios
+# not measured), and again with GQA from 2048 since this kernel reads ``lse`` and ``delta`` through
+# descriptors too (v96a, session 96, one H200, ``--whole-step``: GQA 8:1 +2.1% at 2048, +7.4% at
+# 4096; MHA -0.5% at 2048, +4.3% at 4096). Under Triton 3.9 (ptxas 13.4) the same table since v96a
+# (session 97, one H200, ``--whole-step``, MHA: -1.2% at 2048, +2.4% at 4096, +3.7% at 8192; before
+# v96a, which took the 145 ``LDL`` ptxas 13.4 put in this kernel's D64 causal build, the Triton
+# dK/dV led MHA there by 11%, 4% and 0.6% and trailed with GQA 8:1 by 3.4-4.2%, session 62). Fewer
+# causal query rows keep the Triton dK/dV (below ``TMA_MIN_SEQLEN`` keys they load through pointers,
+# which this kernel does not cover).
+# Causal 64 with GQA returned other bits on some repeated calls until the loader waited for the last
+# head's copies before writing its descriptors (v30a, session 30: gpu/dkdv_determinism.py, 0 of 390
+# calls against 7 of 390 before; since session 55 the descriptors are the host's and nothing is
+# rewritten); a new route must pass that script first.
+FASTER = {(128, False, False): 0, (128, False, True): 0, (128, True, False): 0,
+          (128, True, True): 0, (64, False, False): 0, (64, False, True): 0,
+          (64, True, False): 4096, (64, True, True): 2048}
 # The group split (``flash_bwd.group_splits``) of this kernel, which runs one program per SM:
 # programs per SM to reach without and with a causal mask, and at most this many splits.
 # Without a mask one wave suffices (equal programs; a split only adds fp32 partial sums); with
