@@ -275,9 +275,9 @@ def vector_readable(x: torch.Tensor) -> bool:
 
 
 def vector_descriptor(x: torch.Tensor, rows: int) -> TensorDescriptor:
-    """The ``HOST_DESCRIPTORS`` argument for a per-row fp32 vector ``x`` (B, H, S) such as lse
-    (contiguous, S % 4 == 0 and 16-byte aligned, so every stride but the last is a multiple of
-    16 bytes): a box of ``rows`` values of one head (values past S read as zeros)."""
+    """The ``HOST_DESCRIPTORS`` argument for a per-row fp32 vector ``x`` (B, H, S) such as lse,
+    where ``vector_readable(x)``: a box of ``rows`` values of one head (values past S read as
+    zeros)."""
     return TensorDescriptor(x, list(x.shape), list(x.stride()), [1, 1, rows])
 
 
