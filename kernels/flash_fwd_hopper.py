@@ -27,7 +27,7 @@ Covers: dense ``(B, S, H, D)`` bf16/fp16, head dim 64 or 128, causal (bottom-rig
 not, GQA, the fix on or off, attention sinks (folded in the epilogue), where
 ``_common.tma_ready`` holds; ``covers`` routes the subset
 measured faster (``FASTER``: D128 from one query tile; D64 from 2048 rows without a causal
-mask, and from 4096 with one; D64 causal MHA with the fix from 8192).
+mask, and from 4096 with one).
 Not: packed sequences, windows, softcap, dropout, padding masks, ``return_shift``,
 ``shift_single``. Gluon does not run under the interpreter; the GPU suite tests this path
 (``tests/gpu/test_hopper_forward.py``). HF_STABLE_ATTN_GLUON=0 turns it off.
@@ -634,18 +634,16 @@ HOPPER_CONFIGS = {64: (128, 2, 160, 3, True), 128: (128, 2, 240, 2, False)}
 # (v19d, H100); D64 (v22a, three consumers) from 2048 rows without a causal mask; with one, from
 # 4096 rows (with the fix: an H100 tie in v22b, 306 against 304 TFLOP/s, and 4% faster on an H200
 # in session 34, 318 against 305; at 2048 it runs 7-9% slower; without the fix v22b measured 7%
-# faster at 4096). D64 causal MHA with the fix from 8192 rows: under Triton 3.9 (ptxas 13.4) the
-# Triton forward led at 4096 by 4.6-5.6% (session 64, two H200s, three samples; session 65
-# through ``flash_attn_func``, three samples: the forward +5.3-7.6%, forward + backward
-# +0.0-0.8%), at 8192 the Gluon launch by 12%; under 3.6 the Triton forward at its
-# (64, 128, 4, 2, TMA) entry led the Gluon launch at 4096 by 1.4% and 1.6% in the forward +
-# backward back to back (session 74, two H200s of one host, ``gpu/forward_tile_ab.py``), where
-# at the tuner's earlier picks the two were level (-0.1% to +0.4%).
-FASTER = {(d, fix, grouped): rows
-          for (d, fix), rows in {(128, True): (128, 128), (128, False): (128, 128),
-                                 (64, True): (2048, 4096), (64, False): (2048, 4096)}.items()
-          for grouped in (False, True)}
-FASTER[64, True, False] = (2048, 8192)
+# faster at 4096). D64 causal MHA with the fix went to the Triton forward below 8192 rows from
+# session 64 (then, under Triton 3.9, the Triton forward led at 4096 by 4.6-5.6%) to session 99,
+# where v78a, v94a and v94b had changed both forwards: in the forward + backward back to back
+# (``gpu/route_check.py --whole-step --sustain-s 1``, one H200, interleaved rounds) the Gluon
+# launch led at 4096 by 1.5% and 1.4% under Triton 3.6 (two calls, 348.7 and 348.6 TFLOP/s
+# against 343.6 and 343.7) and by 1.4% under 3.9 (348.4 against 343.5), at 8192 by 4.3%; at
+# 2048 the Triton forward still led (MHA 293.9 against 288.9 at the best Gluon launch, GQA 8:1
+# 309.9 against 308.7).
+FASTER = {(d, fix, grouped): rows for d, rows in {128: (128, 128), 64: (2048, 4096)}.items()
+          for fix in (False, True) for grouped in (False, True)}
 
 
 def persistent_rules(triton_version: str) -> dict[tuple[int, bool, bool, bool], int]:
