@@ -236,7 +236,9 @@ def _fwd_kernel(
 # (kernel_notes.md, session 57). D64's (64, 128, 4, 2, TMA): timed in the forward + backward
 # back to back (the card at its power limit, as in training) over the whole grid at D64 causal
 # MHA, the best at S 4096 (1.4-1.6% ahead of the Gluon launch and of the tuner's earlier picks)
-# and level at 2048 (session 74, two H200s).
+# and level at 2048 (session 74, two H200s). Since v99a (session 99) that S 4096 shape takes the
+# Gluon forward; the entry stays among the tuner's candidates for the calls the Triton forward
+# keeps (shorter, packed, padded or windowed ones).
 _FWD_CONFIGS = {
     16: [(64, 64, 4, 3), (128, 64, 4, 3), (64, 128, 4, 3), (64, 64, 4, 3, False, 96),
          (128, 64, 4, 3, False, 168)],
