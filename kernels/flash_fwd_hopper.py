@@ -646,43 +646,44 @@ FASTER = {(d, fix, grouped): rows for d, rows in {128: (128, 128), 64: (2048, 40
           for fix in (False, True) for grouped in (False, True)}
 
 
-def persistent_rules(triton_version: str) -> dict[tuple[int, bool, bool, bool], int]:
-    """Query rows per (head dim, causal, stacked: ``stacked_heads`` stacks a KV group's heads,
-    fix on) below which a launch is persistent (``launch_shape``), under ``triton_version``.
-    Measured on H200s against one program per tile (docs/kernel_notes.md, session 33): without
-    a causal mask 4-10% faster at S 2048 (D64 and D128, MHA and GQA 8:1); session 48 (two runs,
-    with the fix): 0-3.6% faster at 4096 and 1-3% at 8192 (D64 and D128, MHA and GQA 8:1; 16384
-    not measured). Causal launches persistent take their tiles from a counter (v52a, session 52,
-    one H200, fix on; D128 GQA 8:1 at S 2048 against the static persistent launch it replaced):
-    D128 +3.9% / +4.0% (MHA / GQA 8:1) at S 2048, +2.4% / +1.6% at 4096, -0.9% / -0.8% at 8192;
-    D64 GQA 8:1 +5.9% at 4096 (+10% at 2048, which the Triton forward takes), +0.8% at 8192; D64
-    MHA -2% to -4% (its three consumers see different numbers of key tiles). Session 53 (one
-    H200): D64 causal stacked tiles with 4 or 8 query heads per KV head (ping-pong off with the
-    fix) against one program per tile (ping-pong on), fix on / off, 4:1 +3.9% / +1.3% at S 4096,
-    +1.0% / +0.3% at 8192; 8:1 +4.1% / +1.4% at 8192; 2:1 (ping-pong on; session 54, two runs
-    with the fix, one without) +1.6% and +0.9% / +1.2% at S 4096, -0.9% and -0.4% / +0.6% at
-    8192 (unstacked GQA tiles are MHA's). D128 causal 4:1 (as MHA and 8:1): +5.0% at S 2048,
-    +2.0% at 4096, -0.8% at 8192 with the fix. Keyed by the fix too (session 60, two H200s of
-    one host, every launch with and without the fix in the same rounds, ``gpu/route_check.py
-    --fix-off-too``): without the fix, D64 without a mask ran one program per tile 1.5-4.5%
-    faster (MHA, S 2048-8192, GPU 0) and 0.1-1.3% (GPU 1), GQA 8:1 -0.1% to +1.1%, where with
-    the fix the persistent launch was 0-8% faster; D128 causal ran persistent 0.6-4.2% faster at
-    S 8192 (two runs) and 2.1-3.0% at 16384 (one; longer not measured), where with the fix one
-    program per tile was 1.1-4.5% faster from 8192. Under Triton 3.9 (ptxas 13.4) the two D64
-    entries without a mask swap (session 64, two H200s of one host, two calls, MHA / GQA 8:1):
-    with the fix one program per tile (+3.7% / +4.9% and +3.4% / +4.0% at S 2048, +2.4% / +3.2%
-    at 4096, +3.6% / +3.8% at 8192), without it persistent below 16384 rows (+3.0% / +1.9% and
-    +1.6% / +3.9% at S 2048, +3.0% / +2.1% at 4096, +1.8% / +1.6% at 8192)."""
-    rules = {(64, False, False, True): 16384,
-             (128, False, False, True): 16384, (128, False, False, False): 16384,
-             (64, True, True, True): 16384, (64, True, True, False): 16384,
-             (128, True, False, True): 8192, (128, True, False, False): 32768}
-    if not release_below(triton_version, (3, 9)):
-        rules[64, False, False, False] = rules.pop((64, False, False, True))
-    return rules
-
-
-PERSISTENT_BELOW = persistent_rules(triton.__version__)
+# Query rows per (head dim, causal, stacked: ``stacked_heads`` stacks a KV group's heads, fix on)
+# below which a launch is persistent (``launch_shape``), measured on H200s against one program per
+# tile (docs/kernel_notes.md, session 33): without a causal mask 4-10% faster at S 2048 (D64 and
+# D128, MHA and GQA 8:1); session 48 (two runs, with the fix): 0-3.6% faster at 4096 and 1-3% at
+# 8192 (D64 and D128, MHA and GQA 8:1; 16384 not measured). Causal launches persistent take their
+# tiles from a counter (v52a, session 52, one H200, fix on; D128 GQA 8:1 at S 2048 against the
+# static persistent launch it replaced): D128 +3.9% / +4.0% (MHA / GQA 8:1) at S 2048, +2.4% / +1.6%
+# at 4096, -0.9% / -0.8% at 8192; D64 GQA 8:1 +5.9% at 4096 (+10% at 2048, which the Triton forward
+# takes), +0.8% at 8192; D64 MHA -2% to -4% (its three consumers see different numbers of key
+# tiles). Session 53 (one H200): D64 causal stacked tiles with 4 or 8 query heads per KV head
+# (ping-pong off with the fix) against one program per tile (ping-pong on), fix on / off, 4:1 +3.9%
+# / +1.3% at S 4096, +1.0% / +0.3% at 8192; 8:1 +4.1% / +1.4% at 8192; 2:1 (ping-pong on; session
+# 54, two runs with the fix, one without) +1.6% and +0.9% / +1.2% at S 4096, -0.9% and -0.4% / +0.6%
+# at 8192 (unstacked GQA tiles are MHA's). D128 causal 4:1 (as MHA and 8:1): +5.0% at S 2048, +2.0%
+# at 4096, -0.8% at 8192 with the fix. Keyed by the fix too (session 60, two H200s of one host,
+# every launch with and without the fix in the same rounds, ``gpu/route_check.py --fix-off-too``):
+# without the fix, D64 without a mask ran one program per tile 1.5-4.5% faster (MHA, S 2048-8192,
+# GPU 0) and 0.1-1.3% (GPU 1), GQA 8:1 -0.1% to +1.1%, where with the fix the persistent launch was
+# 0-8% faster; D128 causal ran persistent 0.6-4.2% faster at S 8192 (two runs) and 2.1-3.0% at 16384
+# (one; longer not measured), where with the fix one program per tile was 1.1-4.5% faster from 8192.
+# Under Triton 3.9 (ptxas 13.4, before v94a took its spills out of the D64 forward) the two D64
+# entries without a mask swapped (session 64, two H200s of one host, two calls, MHA / GQA 8:1): with
+# the fix one program per tile (+3.7% / +4.9% and +3.4% / +4.0% at S 2048, +2.4% / +3.2% at 4096,
+# +3.6% / +3.8% at 8192), without it persistent below 16384 rows (+3.0% / +1.9% and +1.6% / +3.9% at
+# S 2048, +3.0% / +2.1% at 4096, +1.8% / +1.6% at 8192). Session 100 (one H200, ``gpu/route_check.py
+# --whole-step --fix-off-too --sustain-s 1``, forward + backward, 16k tokens a call, MHA / GQA 8:1):
+# D64 without a mask ran persistent faster with the fix and without under both Tritons. Under 3.6
+# (two calls; S 4096 GQA and 8192 in one) with the fix +1.2-1.4% / +0.7-0.9% at S 2048, +0.4-0.8% /
+# +0.6% at 4096, +0.5% / +0.3% at 8192, without it +1.2-1.4% / +1.1% at 2048, +0.4-0.5% / +0.4% at
+# 4096, +0.1% / +0.3% at 8192; under 3.9.0 with the fix +1.0% / +0.4% at 2048, +0.6% / +0.6% at
+# 4096, +0.5% / +0.6% at 8192 (without it, persistent already: +0.7% / +0.8%, +0.1% / -0.2%, -0.3% /
+# -0.5%). So one rule for both Tritons. In the first call D128 causal at S 8192 and 16384 ran level
+# between the two launches with the fix (-0.2% to +0.1%) and persistent 0.1-0.7% faster without it:
+# those entries stay.
+PERSISTENT_BELOW = {(64, False, False, True): 16384, (64, False, False, False): 16384,
+                    (128, False, False, True): 16384, (128, False, False, False): 16384,
+                    (64, True, True, True): 16384, (64, True, True, False): 16384,
+                    (128, True, False, True): 8192, (128, True, False, False): 32768}
 ENABLED = os.environ.get("HF_STABLE_ATTN_GLUON", "1") != "0"
 
 

@@ -102,35 +102,19 @@ def test_a_kv_groups_heads_are_stacked_where_a_causal_tile_spans_part_of_a_key_t
 
 
 @pytest.mark.parametrize("head_dim, causal, stacked, stabilize, below", [
-    (64, False, False, True, 16384), (64, False, False, False, 0),
+    (64, False, False, True, 16384), (64, False, False, False, 16384),
     (128, False, False, True, 16384), (128, False, False, False, 16384),
     (128, True, False, True, 8192), (128, True, False, False, 32768),
     (64, True, True, True, 16384), (64, True, True, False, 16384),
     (64, True, False, True, 0), (64, True, False, False, 0)])
-def test_persistent_launches_where_measured_faster_under_triton_36(
-        monkeypatch, head_dim, causal, stacked, stabilize, below):
-    """Without a causal mask below 16384 rows, but at D64 only with the fix; with one at D128
-    below 8192 with the fix and 32768 without, and below 16384 at D64 where a tile stacks a KV
-    group's heads; never for other D64 causal tiles (MHA's)."""
-    monkeypatch.setattr(flash_fwd_hopper, "PERSISTENT_BELOW",
-                        flash_fwd_hopper.persistent_rules("3.6.0"))
+def test_persistent_launches_where_measured_faster(head_dim, causal, stacked, stabilize, below):
+    """Without a causal mask below 16384 rows, with the fix and without (session 100); with one
+    at D128 below 8192 with the fix and 32768 without, and below 16384 at D64 where a tile stacks
+    a KV group's heads; never for other D64 causal tiles (MHA's)."""
     for rows in [r for r in (2048, 4096, below - 1, below, 2 * below) if r > 0]:
         expected = 0 < rows < below
         assert flash_fwd_hopper.persistent_launch(head_dim, causal, rows, stacked,
                                                   stabilize) == expected
-
-
-@pytest.mark.parametrize("version", ["3.9.0", "3.10.1"])
-def test_head_dim_64_without_a_mask_swaps_its_launches_from_triton_39(version):
-    """Under Triton 3.9 (ptxas 13.4), at D64 without a mask, one program per tile measured
-    faster with the fix and the persistent launch without it, the other way round from 3.6
-    (session 64); every other rule is Triton 3.6's."""
-    rules = flash_fwd_hopper.persistent_rules(version)
-    older = flash_fwd_hopper.persistent_rules("3.6.0")
-    assert (64, False, False, True) not in rules and (64, False, False, False) not in older
-    assert rules[64, False, False, False] == older[64, False, False, True] == 16384
-    assert {k: v for k, v in rules.items() if k[:3] != (64, False, False)} == {
-        k: v for k, v in older.items() if k[:3] != (64, False, False)}
 
 
 def _forward_launch(monkeypatch, head_dim, heads_kv, seqlen, causal=True, stabilize=True,
