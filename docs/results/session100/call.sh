@@ -6,9 +6,11 @@
 #      16384, then D64 without a mask at S 4096, 8192 and 2048 (MHA and GQA 8:1; 16k tokens a
 #      call as in the issue-4 sweeps). The device returns eight files a call: S 8192's pair,
 #      gpu.txt and runinfo.txt did not come back (later calls pack theirs in one tar).
-#   3 (carry .t39s/b): unpack Triton 3.9.0; under it the same route check, S 2048, 4096, 8192.
 #   2 (carry .t39s/a .t39b): stage the first half of Triton 3.9.0; the route check of D64
 #      without a mask at S 8192, 4096 and 2048 again (MHA and GQA 8:1).
+#   3 (carry .t39s/b): unpack Triton 3.9.0; under it the same route check, S 2048, 4096, 8192.
+#   4 (carry .gpu_carry; v100a, cd1556e): the GPU suite under 3.6; issue 4's D64 shapes without
+#      a mask at S 2048 and 4096 with every peer, as far as the budget goes.
 set -uo pipefail
 : "${OUT:?set OUT to the folder whose files come back}"
 : "${STEP:?the call number}"
@@ -50,5 +52,10 @@ case $STEP in
         route 2048 64 false 80 d64_nomask_s2048_t39
         route 4096 64 false 80 d64_nomask_s4096_t39
         route 8192 64 false 80 d64_nomask_s8192_t39 ;;
+    4)
+        CUDA_VISIBLE_DEVICES=0 OUT=$OUT/suite TEST_TIMEOUT_S=250 bash gpu/validate_kernel.sh
+        python3 -m benchmarks.runinfo > "$OUT/runinfo.txt"
+        SEQLENS="2048 4096" KV_GROUPS="1 8" BUDGET_S=90 timeout 150 \
+            bash gpu/issue4_sweep.sh 0:d64-nomask ;;
     *) echo "no call $STEP"; exit 2 ;;
 esac
